@@ -1,0 +1,1 @@
+"""Backends the controller drives: simulator, local testbed, Kubernetes."""

@@ -1,0 +1,1 @@
+"""Autoscaling policies: one interface, one registry (see `registry`)."""

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything `make demo` and `make test` need on a fresh Debian 12 machine:
+# Debian packages (Java, mosquitto, sshd, ping) when missing, then .venv with the project and its dev tools.
+# Re-running is cheap: each step is skipped when already satisfied.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_pkgs+=(mosquitto)
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
+command -v tc >/dev/null 2>&1 || need_pkgs+=(iproute2)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+# Debian enables and starts mosquitto on install; our brokers are started on demand instead.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mosquitto 2>/dev/null; then
+  systemctl stop mosquitto || true
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.gesscale-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing Python packages (first time takes a few minutes: pyspark is ~490 MB)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi

@@ -29,6 +29,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Fog testbed and latency-aware autoscaler for stream processing on edge clusters."""
+
+
 def _register_commands() -> None:
     """Import every `cmd_*` module of this package and let it add its commands."""
     package = sys.modules[__name__]

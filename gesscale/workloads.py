@@ -1,0 +1,177 @@
+"""Input-rate shapes (records/s for each second) shared by the simulator and the producer.
+
+One definition serves both, so that a live run (`gesscale produce --pattern ...`) and a simulated run see the
+same input shape. A workload spec is the `workload:` mapping of a scenario file (shared/DESIGN.md §4).
+
+Kinds and their keys (rates in records/s, times in s):
+- `taxi`: speed (10), duplication (3), days (2), rides_per_day (500000), start_hour (0) — the NYC weekday
+  hourly pickup shape replayed `speed` times faster, each ride sent `duplication` times, Poisson arrivals.
+- `cosine`: mean, amplitude, period_s (3600), noise (relative, 0), duration_s.
+- `random`: mean, spread, jump_prob (0.01), step (relative walk step, 0.02), duration_s — a bounded random walk
+  with sudden jumps.
+- `increasing` / `decreasing`: start, end, duration_s — a linear ramp.
+- `spike`: base, peak, at_s, width_s, duration_s.
+- `steps`: levels (list), step_s — each level held for step_s.
+- `csv`: path (columns t_s,rate; the rate holds until the next row), duration_s (optional).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gesscale.errors import UserError
+
+# Approximate share (%) of a weekday's NYC yellow-taxi pickups by hour of day 0..23 (shared/DESIGN.md §4).
+_TAXI_HOURLY_PERCENT = (
+    3.4, 2.4, 1.7, 1.2, 0.9, 0.9, 2.0, 3.5, 4.3, 4.3, 4.1, 4.3,
+    4.5, 4.5, 4.7, 4.6, 4.0, 4.6, 5.8, 6.2, 5.8, 5.7, 5.6, 4.8,
+)  # fmt: skip
+TAXI_HOURLY_SHARE: tuple[float, ...] = tuple(p / sum(_TAXI_HOURLY_PERCENT) for p in _TAXI_HOURLY_PERCENT)
+
+WORKLOAD_KINDS = ("taxi", "cosine", "random", "increasing", "decreasing", "spike", "steps", "csv")
+
+
+def _get(spec: Mapping[str, Any], key: str, default: Any = None, *, positive: bool = False) -> Any:
+    value = spec.get(key, default)
+    if value is None:
+        raise UserError(f"workload '{spec.get('kind')}' needs '{key}'")
+    if isinstance(default, int | float) or isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UserError(f"workload '{spec.get('kind')}': '{key}' must be a number, got {value!r}")
+        if value < 0 or (positive and value == 0):
+            raise UserError(f"workload '{spec.get('kind')}': '{key}' must be {'> 0' if positive else '>= 0'}")
+    return value
+
+
+def taxi_duration_s(spec: Mapping[str, Any]) -> int:
+    """Length in seconds of a taxi replay: days of trace divided by the speed-up."""
+    speed = _get(spec, "speed", 10, positive=True)
+    days = _get(spec, "days", 2, positive=True)
+    return int(round(days * 86400 / speed))
+
+
+def taxi_mean_rate(hour_of_day: float, spec: Mapping[str, Any]) -> float:
+    """Expected records/s of a taxi replay when the trace clock is at `hour_of_day`."""
+    speed = _get(spec, "speed", 10, positive=True)
+    dup = _get(spec, "duplication", 3, positive=True)
+    per_day = _get(spec, "rides_per_day", 500_000, positive=True)
+    share = TAXI_HOURLY_SHARE[int(hour_of_day) % 24]
+    return per_day * share / 3600.0 * speed * dup
+
+
+def workload_duration_s(spec: Mapping[str, Any]) -> int:
+    """The natural length of a workload in seconds (taxi: from days and speed; steps: levels x step_s)."""
+    kind = spec.get("kind")
+    if kind == "taxi":
+        return taxi_duration_s(spec)
+    if kind == "steps":
+        levels = spec.get("levels") or []
+        return int(len(levels) * _get(spec, "step_s", 600, positive=True))
+    if kind == "csv" and spec.get("duration_s") is None:
+        rows = _read_rate_csv(Path(str(_get(spec, "path"))))
+        return int(math.ceil(rows[-1][0])) + 1
+    return int(_get(spec, "duration_s", positive=True))
+
+
+def _read_rate_csv(path: Path) -> list[tuple[float, float]]:
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            if reader.fieldnames is None or not {"t_s", "rate"} <= {f.strip() for f in reader.fieldnames}:
+                raise UserError(f"{path}: a rate CSV needs the header columns t_s,rate")
+            rows = []
+            for i, row in enumerate(reader, start=2):
+                row = {k.strip(): v for k, v in row.items() if k is not None}
+                try:
+                    t, r = float(row["t_s"]), float(row["rate"])
+                except (TypeError, ValueError):
+                    raise UserError(f"{path}:{i}: t_s and rate must be numbers") from None
+                if t < 0 or r < 0:
+                    raise UserError(f"{path}:{i}: t_s and rate must not be negative")
+                rows.append((t, r))
+    except FileNotFoundError:
+        raise UserError(f"workload CSV not found: {path}") from None
+    except OSError as err:
+        raise UserError(f"cannot read workload CSV {path}: {err.strerror}") from None
+    if not rows:
+        raise UserError(f"{path}: no rows")
+    rows.sort()
+    return rows
+
+
+def rate_profile(spec: Mapping[str, Any], duration_s: int | None = None, seed: int = 0) -> np.ndarray:
+    """Records/s for each second of the workload (length `duration_s`, default the workload's own length).
+
+    Deterministic for a given seed. Values are never negative.
+    """
+    if not isinstance(spec, Mapping):
+        raise UserError("workload must be a mapping with a 'kind'")
+    kind = spec.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        raise UserError(f"unknown workload kind {kind!r}; expected one of {', '.join(WORKLOAD_KINDS)}")
+    n = int(duration_s if duration_s is not None else workload_duration_s(spec))
+    if n <= 0:
+        raise UserError("workload duration must be positive")
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+
+    if kind == "taxi":
+        speed = _get(spec, "speed", 10, positive=True)
+        start_hour = _get(spec, "start_hour", 0)
+        hours = (start_hour + t * speed / 3600.0) % 24
+        shares = np.asarray(TAXI_HOURLY_SHARE)[hours.astype(int)]
+        dup = _get(spec, "duplication", 3, positive=True)
+        per_day = _get(spec, "rides_per_day", 500_000, positive=True)
+        ride_rate = per_day * shares / 3600.0 * speed
+        # Poisson ride arrivals; each ride is sent `dup` times.
+        rate = rng.poisson(ride_rate).astype(float) * dup
+    elif kind == "cosine":
+        mean, amp = _get(spec, "mean", 0), _get(spec, "amplitude", 0)
+        period = _get(spec, "period_s", 3600, positive=True)
+        noise = _get(spec, "noise", 0.0)
+        rate = mean + amp * np.cos(2 * np.pi * t / period)
+        if noise:
+            rate = rate * (1 + rng.normal(0.0, noise, n))
+    elif kind == "random":
+        mean, spread = _get(spec, "mean", 0), _get(spec, "spread", 0)
+        jump_prob, step = _get(spec, "jump_prob", 0.01), _get(spec, "step", 0.02)
+        lo, hi = max(0.0, mean - spread), mean + spread
+        rate = np.empty(n)
+        level = mean
+        jumps = rng.random(n) < jump_prob
+        targets = rng.uniform(lo, hi, n)
+        walk = rng.normal(0.0, step * max(mean, 1.0), n)
+        for i in range(n):
+            level = targets[i] if jumps[i] else min(hi, max(lo, level + walk[i]))
+            rate[i] = level
+    elif kind in ("increasing", "decreasing"):
+        default_start, default_end = (0, None) if kind == "increasing" else (None, 0)
+        start, end = _get(spec, "start", default_start), _get(spec, "end", default_end)
+        rate = start + (end - start) * t / max(1, n - 1)
+    elif kind == "spike":
+        base, peak = _get(spec, "base", 0), _get(spec, "peak", 0)
+        at, width = _get(spec, "at_s", n // 2), _get(spec, "width_s", 300, positive=True)
+        rate = np.where((t >= at) & (t < at + width), peak, base).astype(float)
+    elif kind == "steps":
+        levels = spec.get("levels")
+        if not isinstance(levels, list) or not levels:
+            raise UserError("workload 'steps' needs 'levels', a non-empty list of rates")
+        for v in levels:
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+                raise UserError(f"workload 'steps': level {v!r} is not a rate >= 0")
+        step_s = _get(spec, "step_s", 600, positive=True)
+        idx = np.minimum((t // step_s).astype(int), len(levels) - 1)
+        rate = np.asarray(levels, dtype=float)[idx]
+    else:  # csv
+        rows = _read_rate_csv(Path(str(_get(spec, "path"))))
+        times = np.asarray([r[0] for r in rows])
+        values = np.asarray([r[1] for r in rows])
+        idx = np.searchsorted(times, t, side="right") - 1
+        rate = np.where(idx >= 0, values[np.clip(idx, 0, None)], 0.0)
+    return np.maximum(rate, 0.0)

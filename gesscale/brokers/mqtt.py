@@ -1,0 +1,115 @@
+"""Debian's mosquitto as the local MQTT broker: write its config, start it, stop it.
+
+mosquitto started as root drops to the `mosquitto` user, so the data directory (persistence file) is handed
+to that user. The queue limits are lifted so that a slow subscriber with a persistent session (the bridge)
+never has QoS 1 messages dropped by the broker.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from gesscale.brokers.process import ManagedProcess, check_port, spawn, wait_until_listening
+from gesscale.errors import UserError
+
+HOST = "127.0.0.1"
+MOSQUITTO_USER = "mosquitto"
+
+
+def mosquitto_binary() -> str:
+    """Path of the mosquitto binary (PATH, then /usr/sbin where Debian installs it)."""
+    path = shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
+    if not path:
+        raise UserError("mosquitto not found: install it (apt-get install mosquitto)")
+    return path
+
+
+def mosquitto_config(port: int, data_dir: Path) -> str:
+    """The mosquitto.conf text for a listener on 127.0.0.1:port with persistence under `data_dir`."""
+    return "\n".join(
+        [
+            f"listener {port} {HOST}",
+            "allow_anonymous true",
+            "persistence true",
+            f"persistence_location {data_dir}/",
+            "autosave_interval 5",
+            "max_queued_messages 0",
+            "max_queued_bytes 0",
+            "max_inflight_messages 100",
+            "set_tcp_nodelay true",
+            "log_dest stderr",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "",
+        ]
+    )
+
+
+def _hand_to_mosquitto_user(data_dir: Path) -> None:
+    """When running as root, mosquitto drops to its own user: give it the data directory."""
+    if os.geteuid() != 0:
+        return
+    try:
+        entry = pwd.getpwnam(MOSQUITTO_USER)
+    except KeyError:
+        return
+    for parent in data_dir.parents:
+        st = parent.stat()
+        if not (
+            st.st_mode & stat.S_IXOTH
+            or (st.st_uid == entry.pw_uid and st.st_mode & stat.S_IXUSR)
+            or (st.st_gid == entry.pw_gid and st.st_mode & stat.S_IXGRP)
+        ):
+            raise UserError(
+                f"mosquitto runs as user '{MOSQUITTO_USER}' and cannot enter {parent}: "
+                "choose a data directory it can reach (e.g. under /tmp or /var/lib)"
+            )
+    os.chown(data_dir, entry.pw_uid, entry.pw_gid)
+    for child in data_dir.iterdir():
+        if child.suffix == ".db":
+            os.chown(child, entry.pw_uid, entry.pw_gid)
+
+
+@dataclass
+class MqttBroker:
+    """A running mosquitto; connect to `host`:`port`. Context manager; `stop()` is idempotent."""
+
+    port: int
+    data_dir: Path
+    process: ManagedProcess
+    host: str = HOST
+
+    def alive(self) -> bool:
+        """True while mosquitto runs."""
+        return self.process.alive()
+
+    def stop(self) -> None:
+        """Stop mosquitto (SIGTERM; it saves its persistence file)."""
+        self.process.stop()
+
+    def __enter__(self) -> MqttBroker:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None):
+        self.stop()
+
+
+def start_mosquitto(port: int, data_dir: Path, *, timeout_s: float = 15.0) -> MqttBroker:
+    """Start mosquitto on 127.0.0.1:port with its config and data under `data_dir`; wait until it answers."""
+    binary = mosquitto_binary()
+    check_port(port, "MQTT", HOST)
+    data_dir = Path(data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    conf = data_dir / "mosquitto.conf"
+    conf.write_text(mosquitto_config(port, data_dir))
+    _hand_to_mosquitto_user(data_dir)
+    proc = spawn([binary, "-c", str(conf)], data_dir / "mosquitto.log", cwd=data_dir)
+    wait_until_listening(proc, port, "mosquitto", timeout_s)
+    return MqttBroker(port=port, data_dir=data_dir, process=proc)

@@ -1,0 +1,170 @@
+"""Start, probe and stop one background server process (a broker) that we launched ourselves.
+
+The broker classes build a command line and hand it here. This module knows nothing about Kafka or MQTT: it
+checks that the port is free and the binary exists, spawns the process in its own session (so it outlives the
+CLI that started it), waits until the port answers, and stops it again — only if the PID still belongs to the
+process we started (the command line is compared), so a recycled PID is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gesscale.errors import UserError
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on host:port (we can bind it ourselves)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR: connections left in TIME_WAIT by a stopped broker do not count, a listener does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_answers(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
+    """True when a TCP connection to host:port is accepted."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def free_port(low: int, high: int, host: str = "127.0.0.1") -> int:
+    """A port in [low, high] that nothing listens on, tried in a per-process order to avoid collisions."""
+    span = high - low + 1
+    offset = os.getpid() % span
+    for i in range(span):
+        port = low + (offset + i) % span
+        if port_is_free(port, host):
+            return port
+    raise UserError(f"no free port between {low} and {high}")
+
+
+def check_port(port: int, what: str, host: str = "127.0.0.1") -> None:
+    """Raise a UserError naming `what` when the port is out of range or already taken."""
+    if not 1 <= port <= 65535:
+        raise UserError(f"{what} port {port} is not a valid TCP port")
+    if not port_is_free(port, host):
+        raise UserError(f"{what} port {host}:{port} is already taken (choose another with --{what.lower()}-port)")
+
+
+def read_cmdline(pid: int) -> list[str] | None:
+    """The argv of a running process from /proc, or None when it does not exist (or is a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    if not raw:
+        return None
+    return raw.rstrip(b"\0").decode(errors="replace").split("\0")
+
+
+def is_running(pid: int, argv: list[str]) -> bool:
+    """True when `pid` is alive and still runs the command line we started (guards against PID reuse)."""
+    return read_cmdline(pid) == argv
+
+
+@dataclass
+class ManagedProcess:
+    """A background server we spawned: its PID, exact argv (to recognise it later) and log file."""
+
+    pid: int
+    argv: list[str]
+    log_path: Path
+    _popen: subprocess.Popen | None = None
+
+    def alive(self) -> bool:
+        """True while the process runs (and is the one we started)."""
+        if self._popen is not None:
+            return self._popen.poll() is None
+        return is_running(self.pid, self.argv)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout_s`; idempotent, and never signals a process we did not start."""
+        if not self.alive():
+            self._reap()
+            return
+        self._signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                self._reap()
+                return
+            time.sleep(0.05)
+        self._signal(signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._reap()
+
+    def kill(self) -> None:
+        """SIGKILL at once (used to simulate a crash)."""
+        if self.alive():
+            self._signal(signal.SIGKILL)
+        if self._popen is not None:
+            self._popen.wait(timeout=10)
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def _reap(self) -> None:
+        if self._popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(timeout=1)
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines of the process's log, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+def spawn(argv: list[str], log_path: Path, *, cwd: Path | None = None) -> ManagedProcess:
+    """Start `argv` in a new session with stdout and stderr appended to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise UserError(f"binary not found: {argv[0]}") from None
+        except OSError as err:
+            if err.errno == errno.EACCES:
+                raise UserError(f"binary not executable: {argv[0]}") from None
+            raise
+    return ManagedProcess(pid=popen.pid, argv=argv, log_path=log_path, _popen=popen)
+
+
+def wait_until_listening(proc: ManagedProcess, port: int, what: str, timeout_s: float = 30.0) -> None:
+    """Block until the port answers; on early exit or timeout stop the process and raise a UserError."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise UserError(f"{what} exited at start-up: {proc.log_tail() or 'no output'} (log: {proc.log_path})")
+        if port_answers(port):
+            return
+        time.sleep(0.05)
+    proc.stop()
+    raise UserError(f"{what} did not answer on port {port} within {timeout_s:.0f} s (log: {proc.log_path})")

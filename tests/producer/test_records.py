@@ -1,0 +1,58 @@
+"""The record format the Spark job parses: exact field names, unique keys, fast encoder equals plain JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from producer.records import RECORD_FIELDS, Ride, RideEncoder, decode_record, encode_record, record_dict
+
+RIDE = Ride(
+    ride_id="42",
+    medallion="07290D3599E7A0D62097A346EFCC1FB5",
+    pickup_time=datetime(2013, 1, 1, 0, 0, 0),
+    dropoff_time=datetime(2013, 1, 1, 0, 2, 0),
+    trip_time_s=120,
+    distance_mi=0.44,
+    pickup_lon=-73.956528,
+    pickup_lat=40.716976,
+    dropoff_lon=-73.96244,
+    dropoff_lat=40.715008,
+)
+
+
+def test_record_has_exactly_the_contract_fields() -> None:
+    record = record_dict(RIDE, 2)
+    assert tuple(record) == RECORD_FIELDS
+    assert record["key"] == "42-2" and record["ride_id"] == "42" and record["dup"] == 2
+    assert record["event_time"] == "2013-01-01T00:02:00"
+    assert record["pickup_time"] == "2013-01-01T00:00:00"
+    assert isinstance(record["trip_time_s"], int) and isinstance(record["pickup_lon"], float)
+
+
+def test_kafka_key_is_ride_id_and_value_is_utf8_json() -> None:
+    key, value = encode_record(RIDE, 1)
+    assert key == b"42"
+    assert json.loads(value.decode("utf-8"))["key"] == "42-1"
+
+
+@pytest.mark.parametrize("ride_id", ["42", "r-\u00e9\"7"])
+def test_fast_encoder_is_byte_identical(ride_id: str) -> None:
+    ride = Ride(**{**{f: getattr(RIDE, f) for f in RIDE.__slots__}, "ride_id": ride_id})
+    encoder = RideEncoder(ride)
+    for dup in range(4):
+        assert encoder.value(dup) == encode_record(ride, dup)[1]
+    assert encoder.key_bytes == ride_id.encode()
+
+
+def test_keys_are_unique_across_copies() -> None:
+    encoder = RideEncoder(RIDE)
+    keys = {decode_record(encoder.value(d))["key"] for d in range(10)}
+    assert len(keys) == 10
+
+
+def test_decode_rejects_foreign_json() -> None:
+    with pytest.raises(ValueError):
+        decode_record(b'{"key": "x"}')

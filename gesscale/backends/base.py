@@ -1,0 +1,43 @@
+"""The narrow interface every backend implements (simulator, local Spark testbed, Kubernetes).
+
+The MAPE loop only ever calls these methods, so one controller drives all three. `observe` blocks until the
+end of the next control period (the simulator just advances its clock); `apply` returns once the new placement
+is effective and reports the processing pause it caused.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from gesscale.observation import NodeState, Observation, Placement
+
+
+class Backend(ABC):
+    """Where the operator runs: list nodes, observe a period, apply a placement."""
+
+    @abstractmethod
+    def nodes(self) -> list[NodeState]:
+        """Every node of the cluster with its state (down or cordoned nodes are never chosen)."""
+
+    @abstractmethod
+    def current(self) -> Placement:
+        """The nodes hosting replicas now."""
+
+    @abstractmethod
+    def observe(self) -> Observation:
+        """Measure the next control period (blocks until it has passed)."""
+
+    @abstractmethod
+    def apply(self, placement: Placement, instant: bool = False) -> float:
+        """Make `placement` effective; returns the processing pause it caused (s).
+
+        `instant` asks for a reconfiguration without pause; only the simulator can honour it (the oracle).
+        """
+
+    @property
+    @abstractmethod
+    def finished(self) -> bool:
+        """True when there is nothing left to observe (input ended and drained, or the run was stopped)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend started (processes, cgroups); the simulator has nothing to release."""

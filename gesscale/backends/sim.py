@@ -1,0 +1,179 @@
+"""Trace-driven fluid simulator of one operator on a fog cluster (shared/DESIGN.md §4).
+
+Time advances in steps of one second. Each second, input arrives (the workload's rate), the replicas process
+up to their true MST — alpha n^beta - gamma ND_max from the scenario's ground truth, times a relative noise
+drawn per second — and what they cannot take accumulates as backlog. During a reconfiguration pause nothing
+is processed; afterwards the backlog is caught up at MST. When the workload ends, input stops and the run goes
+on until the backlog has drained (or a limit of one more workload length).
+
+Signals derived from that state, per control period:
+- bp_upstream: fraction of seconds in which more data was available than the operator could take (the source
+  held data back: Spark's admission control binding, Flink's back-pressured source);
+- bp_operator: 0 (the operator writes to Kafka, nothing downstream pushes back);
+- cpu: processed / capacity, plus a small measurement noise (0 during a pause); busy: the same without noise.
+Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gesscale import placement
+from gesscale.backends.base import Backend
+from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
+from gesscale.scenario import Scenario
+from gesscale.workloads import rate_profile
+
+CPU_NOISE = 0.02
+
+
+class SimBackend(Backend):
+    """The simulator, behind the same interface as the real backends."""
+
+    def __init__(self, scenario: Scenario, seed: int | None = None, drain_limit: float = 1.0) -> None:
+        self.scenario = scenario
+        self.seed = scenario.seed if seed is None else seed
+        self.truth = scenario.truth
+        self.graph = scenario.latency_map.graph()
+        self.period = max(1, int(round(scenario.control_period_s)))
+        self.rate = rate_profile(scenario.workload, seed=self.seed)
+        self.input_end = len(self.rate)
+        self.horizon = self.input_end + int(math.ceil(drain_limit * self.input_end)) + self.period
+        rng = np.random.default_rng([self.seed, 7])
+        self._mst_noise = np.maximum(0.0, 1.0 + rng.normal(0.0, self.truth.noise, self.horizon))
+        self._cpu_noise = rng.normal(0.0, CPU_NOISE, self.horizon)
+        # Timeline, one entry per simulated second.
+        self.input = np.zeros(self.horizon)
+        self.processed = np.zeros(self.horizon)
+        self.backlog_at = np.zeros(self.horizon)
+        self.supply = np.zeros(self.horizon, dtype=int)
+        self.delay = np.zeros(self.horizon)
+        self.t = 0
+        self.backlog = 0.0
+        self.pause_left = 0
+        self.reconfigurations: list[Reconfiguration] = []
+        start = placement.grow(self.graph, [], scenario.latency_map.names, scenario.truth.initial_replicas)
+        self._set_nodes(tuple(start))
+
+    def _set_nodes(self, nodes: tuple[str, ...]) -> None:
+        self._nodes = nodes
+        self._nd = placement.nd_max(self.graph, nodes)
+        self._mst = self.truth.mst(len(nodes), self._nd)
+
+    # -- Backend interface ------------------------------------------------------------------------------
+    def nodes(self) -> list[NodeState]:
+        """Every node of the latency map, all schedulable."""
+        return [NodeState(n) for n in self.scenario.latency_map.names]
+
+    def current(self) -> Placement:
+        """Replica nodes now."""
+        return Placement(self._nodes, self._nd)
+
+    @property
+    def finished(self) -> bool:
+        """Input over and backlog drained, or the drain limit reached."""
+        return (self.t >= self.input_end and self.backlog < 1.0) or self.t >= self.horizon
+
+    def observe(self) -> Observation:
+        """Simulate one control period and report it."""
+        t0, t1 = self.t, min(self.t + self.period, self.horizon)
+        rate, mst_noise, cpu_noise = self.rate, self._mst_noise, self._cpu_noise
+        inp_a, proc_a, back_a, sup_a, delay_a = self.input, self.processed, self.backlog_at, self.supply, self.delay
+        n, mst, end = len(self._nodes), self._mst, self.input_end
+        backlog, pause_left = self.backlog, self.pause_left
+        start_backlog = backlog
+        bp_count = 0
+        cpu_sum = busy_sum = inp_sum = proc_sum = 0.0
+        paused = 0
+        inv_mst = 1.0 / mst if mst > 0 else math.inf
+        for i in range(t0, t1):
+            inp = rate[i] if i < end else 0.0
+            avail = backlog + inp
+            cap = mst * mst_noise[i]
+            if pause_left > 0:
+                pause_left -= 1
+                paused += 1
+                done = 0.0
+                if avail > 0:
+                    bp_count += 1
+            else:
+                if avail > cap:
+                    done = cap
+                    bp_count += 1
+                else:
+                    done = avail
+                if cap > 0:
+                    busy = done / cap
+                    busy_sum += busy
+                    cpu = busy + cpu_noise[i]
+                    cpu_sum += 1.0 if cpu > 1.0 else (cpu if cpu > 0.0 else 0.0)
+            backlog = avail - done
+            inp_a[i] = inp
+            proc_a[i] = done
+            back_a[i] = backlog
+            sup_a[i] = n
+            delay_a[i] = pause_left + backlog * inv_mst
+            inp_sum += inp
+            proc_sum += done
+        self.backlog, self.pause_left, self.t = backlog, pause_left, t1
+        span = max(1, t1 - t0)
+        return Observation(
+            time_s=float(t1),
+            period_s=float(span),
+            input_rate=inp_sum / span,
+            throughput=proc_sum / span,
+            backlog=backlog,
+            backlog_growth=backlog - start_backlog,
+            bp_upstream=bp_count / span,
+            bp_operator=0.0,
+            replicas=self._nodes,
+            nd_max_ms=self._nd,
+            cpu=cpu_sum / span,
+            busy=busy_sum / span,
+            paused_s=float(paused),
+        )
+
+    def apply(self, placement_: Placement, instant: bool = False) -> float:
+        """Switch to the new nodes; processing stops for the scenario's pause unless `instant`."""
+        old = set(self._nodes)
+        new = tuple(placement_.nodes)
+        if set(new) == old:
+            return 0.0
+        pause = 0 if instant else int(round(self.truth.reconfig_pause_s))
+        self._set_nodes(new)
+        self.pause_left = pause
+        self.reconfigurations.append(
+            Reconfiguration(
+                time_s=float(self.t),
+                kind="up" if len(new) > len(old) else "down",
+                added=tuple(n for n in new if n not in old),
+                removed=tuple(n for n in old if n not in set(new)),
+                nodes=new,
+                nd_max_ms=self._nd,
+                pause_s=float(pause),
+            )
+        )
+        return float(pause)
+
+    # -- ground truth for metrics and the oracle ---------------------------------------------------------
+    def best_mst_by_n(self) -> list[float]:
+        """True MST (no noise) of the best latency-aware placement of each size 0..max_replicas."""
+        nds = placement.best_nd_max_by_size(self.graph, self.scenario.latency_map.names, self.scenario.max_replicas)
+        return [self.truth.mst(k, nds[k]) for k in range(len(nds))]
+
+    def demand(self) -> np.ndarray:
+        """Ideal replicas d(t) for each second of the input: the fewest whose best MST sustains the input.
+
+        The input is averaged over a trailing control period (per-second Poisson noise is not demand).
+        """
+        n_min, n_max = self.scenario.min_replicas, self.scenario.max_replicas
+        caps = np.asarray(self.best_mst_by_n())
+        window = self.period
+        csum = np.concatenate([[0.0], np.cumsum(self.rate)])
+        idx = np.arange(len(self.rate))
+        lo = np.maximum(0, idx + 1 - window)
+        smooth = (csum[idx + 1] - csum[lo]) / (idx + 1 - lo)
+        need = np.searchsorted(np.maximum.accumulate(caps[1:]), smooth, side="left") + 1
+        return np.clip(need, n_min, n_max).astype(int)

@@ -1,0 +1,81 @@
+"""`gesscale simulate`: run policies on a scenario in the simulator and compare them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gesscale.errors import UserError
+
+DEFAULT_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
+
+
+def print_policy_list(console: Console) -> None:
+    """Every policy id with its one-line summary."""
+    from gesscale.policies.base import describe_policies
+
+    for pid, summary in describe_policies():
+        console.print(f"  [cyan]{pid:<18}[/cyan] {summary}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `simulate` command."""
+
+    @app.command("simulate")
+    def simulate(
+        scenario: Path = typer.Option(..., "--scenario", "-s", help="Scenario YAML (see scenarios/ and DESIGN §4)."),
+        policies: str = typer.Option(
+            DEFAULT_POLICIES, "--policies", "-p",
+            help="Comma-separated policy ids, 'all', or 'help' to list them.",
+        ),
+        seeds: int = typer.Option(1, "--seeds", "-n", min=1, help="Runs per policy (seeds scenario.seed, +1, ...)."),
+        json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (DESIGN §4 keys)."),
+        plot: Path | None = typer.Option(
+            None, "--plot", help="Folder for one Figure-7-style PNG per policy (first seed)."
+        ),
+    ) -> None:
+        """Simulate autoscaling policies on a scenario and print the metrics table (medians over seeds).
+
+        Metrics (DESIGN §4): accuracy_O/U and timeshare_O/U against the ideal replica count, excess_time after
+        the input stops, reconfigurations, cost in replica-minutes, SPEC instability and jitter, average
+        replicas, peak backlog and p95 queueing delay.
+        """
+        from gesscale.policies.base import parse_policy_list
+        from gesscale.report import metrics_table, plot_run, simulate_json, write_json
+        from gesscale.scenario import load_scenario
+        from gesscale.simulate import simulate_many
+
+        out = Console(width=None if Console().is_terminal else 180)
+        err = Console(stderr=True)
+        if policies.strip() == "help":
+            out.print("Policies:")
+            print_policy_list(out)
+            return
+        ids = parse_policy_list(policies)
+        sc = load_scenario(scenario)
+        total = len(ids) * seeds
+        with Progress(
+            TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal,
+        ) as bar:
+            task = bar.add_task(f"simulating {sc.name}", total=total)
+            results = simulate_many(
+                sc, ids, seeds, progress=lambda pid, seed: bar.advance(task), keep_history_first=plot is not None
+            )
+        duration = next(iter(results.values()))[0].duration_s
+        doc = simulate_json(sc.name, duration, results)
+        title = f"{sc.name}: medians over {seeds} seed(s), {duration / 60:.0f} min of input"
+        out.print(metrics_table(title, doc["policies"]))
+        if json_out is not None:
+            try:
+                write_json(json_out, doc)
+            except OSError as ex:
+                raise UserError(f"cannot write {json_out}: {ex.strerror}") from None
+            out.print(f"wrote {json_out}")
+        if plot is not None:
+            for pid, runs in results.items():
+                path = plot_run(runs[0], plot / f"{sc.name}-{pid}.png")
+                out.print(f"wrote {path}")

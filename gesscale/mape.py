@@ -1,0 +1,162 @@
+"""The Monitor-Analyze-Plan-Execute loop, independent of where the operator runs.
+
+Each period: Monitor asks the backend for an `Observation`; Analyze + Plan ask the policy for a `Decision`
+and complete it with the nodes to add or remove (`policies.base.place`); Execute hands the new `Placement` to
+the backend — or, in recommend-only mode, only records it. The same loop drives the simulator, the local Spark
+testbed and Kubernetes (split after the Flink operator autoscaler: collection, evaluation, decision,
+realisation).
+
+Resuming: with a `state_path`, the policy's learned state, the time of the last reconfiguration and any
+reconfiguration in flight are written (atomically) after every step. A restarted loop reloads them; a
+reconfiguration that was in flight is not repeated if the backend already shows its placement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gesscale.backends.base import Backend
+from gesscale.config import ControllerConfig
+from gesscale.observation import Decision, Observation, Placement, Reconfiguration
+from gesscale.policies.base import Policy, PolicyContext, place
+from netem.latency_map import LatencyMap
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One period: what was observed, what was decided, what changed (None when nothing did)."""
+
+    observation: Observation
+    decision: Decision
+    reconfiguration: Reconfiguration | None
+    applied: bool
+
+
+class ControlLoop:
+    """Drives one policy against one backend, period after period."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        policy: Policy,
+        latency_map: LatencyMap,
+        config: ControllerConfig,
+        *,
+        oracle_demand: Callable[[float, float], int] | None = None,
+        state_path: str | Path | None = None,
+        on_step: Callable[[StepRecord], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.policy = policy
+        self.latency_map = latency_map
+        self.graph = latency_map.graph()
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.oracle_demand = oracle_demand
+        self.state_path = Path(state_path) if state_path else None
+        self.on_step = on_step
+        self.last_reconfig_s = -float("inf")
+        self.history: list[StepRecord] = []
+        if self.state_path and self.state_path.exists():
+            self._resume()
+
+    # -- persistence -----------------------------------------------------------------------------------
+    def _save(self, pending: Placement | None = None) -> None:
+        if not self.state_path:
+            return
+        state: dict[str, Any] = {
+            "policy": self.policy.id,
+            "policy_state": self.policy.state_dict(),
+            "last_reconfig_s": None if self.last_reconfig_s == -float("inf") else self.last_reconfig_s,
+            "pending": None if pending is None else {"nodes": list(pending.nodes), "nd_max_ms": pending.nd_max_ms},
+            "rng": _rng_state(self.rng),
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, self.state_path)
+
+    def _resume(self) -> None:
+        assert self.state_path is not None
+        state = json.loads(self.state_path.read_text())
+        if state.get("policy") == self.policy.id:
+            self.policy.load_state_dict(state.get("policy_state") or {})
+        if state.get("last_reconfig_s") is not None:
+            self.last_reconfig_s = float(state["last_reconfig_s"])
+        if state.get("rng"):
+            self.rng.setstate(_rng_from_state(state["rng"]))
+        pending = state.get("pending")
+        if pending and set(self.backend.current().nodes) != set(pending["nodes"]):
+            # The previous controller died before its change took effect: plan again from what is there.
+            pass
+        self._save()
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def context(self, now_s: float, obs: Observation | None = None) -> PolicyContext:
+        """What the policy may know at time `now_s`."""
+        candidates = tuple(n.name for n in self.backend.nodes() if n.schedulable and n.name in self.latency_map.nodes)
+        return PolicyContext(
+            graph=self.graph,
+            candidates=candidates,
+            config=self.config,
+            rng=self.rng,
+            since_reconfig_s=now_s - self.last_reconfig_s,
+            catching_up=obs is not None and obs.backlog_growth < 0,
+            oracle_demand=self.oracle_demand,
+        )
+
+    def step(self) -> StepRecord:
+        """Monitor, analyse, plan and execute one period."""
+        obs = self.backend.observe()
+        ctx = self.context(obs.time_s, obs)
+        decision = place(self.policy.decide(obs, ctx), obs.replicas, ctx, self.policy.latency_aware)
+        reconf: Reconfiguration | None = None
+        applied = False
+        if decision.add or decision.remove:
+            nodes = tuple(n for n in obs.replicas if n not in decision.remove) + decision.add
+            target = Placement(nodes, self.latency_map.nd_max(nodes))
+            reconf = Reconfiguration(
+                time_s=obs.time_s,
+                kind="up" if decision.add else "down",
+                added=decision.add,
+                removed=decision.remove,
+                nodes=nodes,
+                nd_max_ms=target.nd_max_ms,
+                pause_s=0.0,
+                reason=decision.reason,
+            )
+            if not self.config.recommend_only:
+                self._save(pending=target)
+                pause = self.backend.apply(target, instant=self.policy.instant)
+                self.last_reconfig_s = obs.time_s
+                reconf = Reconfiguration(**{**reconf.__dict__, "pause_s": pause})
+                applied = True
+        self._save()
+        record = StepRecord(obs, decision, reconf, applied)
+        self.history.append(record)
+        if self.on_step:
+            self.on_step(record)
+        return record
+
+    def run(self, max_steps: int | None = None) -> list[StepRecord]:
+        """Step until the backend has finished (or `max_steps`)."""
+        steps = 0
+        while not self.backend.finished and (max_steps is None or steps < max_steps):
+            self.step()
+            steps += 1
+        return self.history
+
+
+def _rng_state(rng: random.Random) -> list[Any]:
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def _rng_from_state(state: list[Any]) -> tuple[Any, ...]:
+    return (state[0], tuple(state[1]), state[2])

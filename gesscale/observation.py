@@ -1,0 +1,108 @@
+"""What the controller sees each control period and what it decides.
+
+Backends (simulator, local Spark testbed, Kubernetes) produce `Observation`s; policies turn them into
+`Decision`s; the MAPE loop realises decisions as `Placement`s through the backend. These plain dataclasses are
+the contract between the pieces, so none of them depends on another's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node that can host a replica: its name and whether it may be chosen now."""
+
+    name: str
+    ready: bool = True
+    cordoned: bool = False
+
+    @property
+    def schedulable(self) -> bool:
+        """A node is chosen only when it is up and not cordoned."""
+        return self.ready and not self.cordoned
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One control period of the operator, as measured by a backend.
+
+    Rates are records/s averaged over the period. `bp_upstream` (BP_{i-1}) is the fraction of the period in
+    which the source held data back because the operator did not take it (Spark: micro-batches that started
+    with more data available than they consumed); `bp_operator` (BP_i) is the operator's own back pressure
+    from its downstream (0 for a job that writes to Kafka). `cpu` is the mean utilisation of the replicas in
+    [0, 1] when the backend can tell, else None. `busy` is the fraction of the period spent processing
+    (Flink's busy time; None when unknown). `paused_s` is processing time lost to a reconfiguration.
+    """
+
+    time_s: float
+    period_s: float
+    input_rate: float
+    throughput: float
+    backlog: float
+    backlog_growth: float
+    bp_upstream: float
+    bp_operator: float
+    replicas: tuple[str, ...]
+    nd_max_ms: float
+    cpu: float | None = None
+    busy: float | None = None
+    paused_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of replicas in use."""
+        return len(self.replicas)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        d = asdict(self)
+        d["replicas"] = list(self.replicas)
+        return d
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer for one period: the replica count wanted, and optionally which nodes.
+
+    `add` / `remove` name nodes when the policy chose them itself (latency-aware or random placement);
+    otherwise the loop fills them in with the configured placement. `reason` is a human-readable note that ends
+    up in the log and reports.
+    """
+
+    target: int
+    reason: str = ""
+    add: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The set of nodes hosting replicas after a reconfiguration."""
+
+    nodes: tuple[str, ...]
+    nd_max_ms: float
+
+
+@dataclass(frozen=True)
+class Reconfiguration:
+    """A realised change: when, which nodes came and went, the ND_max after it, and the pause it caused."""
+
+    time_s: float
+    kind: str  # "up" | "down"
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    nodes: tuple[str, ...]
+    nd_max_ms: float
+    pause_s: float
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the demo report's `reconfigurations` entries carry kind, nodes, nd_max_ms, pause_s)."""
+        d = asdict(self)
+        for k in ("added", "removed", "nodes"):
+            d[k] = list(d[k])
+        return d

@@ -1,0 +1,136 @@
+"""Experiment reports: the Table-III-style metrics table, the JSON of `gesscale simulate`, Figure-7-style plots.
+
+Tables and JSON are built from medians over seeds; plots show one run (the first seed) per policy: the
+workload against the throughput, the replicas over time, and the provisioning against the ideal (demand).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from gesscale.metrics import METRIC_KEYS
+from gesscale.simulate import RunResult, median_metrics
+
+# Column titles of the table, in DESIGN §4 order.
+TITLES = {
+    "accuracy_o": "acc_O",
+    "accuracy_u": "acc_U",
+    "timeshare_o": "ts_O %",
+    "timeshare_u": "ts_U %",
+    "excess_time": "excess",
+    "reconfigurations": "reconf",
+    "cost": "cost (r·min)",
+    "instability": "instab %",
+    "jitter": "jitter /h",
+    "avg_replicas": "avg n",
+    "max_backlog": "max backlog",
+    "p95_delay_s": "p95 delay s",
+}
+
+
+def summary(results: Mapping[str, list[RunResult]]) -> dict[str, dict[str, float]]:
+    """Median metrics per policy."""
+    return {pid: median_metrics(runs) for pid, runs in results.items()}
+
+
+def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[RunResult]]) -> dict[str, Any]:
+    """The output document of `gesscale simulate --json` (DESIGN §4 keys, medians over seeds)."""
+    return {
+        "scenario": scenario,
+        "duration_s": float(duration_s),
+        "policies": summary(results),
+        "seeds": {pid: [r.seed for r in runs] for pid, runs in results.items()},
+    }
+
+
+def write_json(path: str | Path, doc: Mapping[str, Any]) -> Path:
+    """Write a JSON document, creating the folder."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(doc, indent=2) + "\n")
+    return p
+
+
+def _fmt(key: str, value: float) -> str:
+    if key == "reconfigurations":
+        return f"{value:.0f}"
+    if key in ("max_backlog", "cost"):
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def metrics_table(title: str, medians: Mapping[str, Mapping[str, float]]) -> Table:
+    """Policies × metrics, the best value of each column (lowest; jitter: closest to 0) in bold."""
+    table = Table(title=title, header_style="bold", title_justify="left")
+    table.add_column("policy", style="cyan", no_wrap=True)
+    for k in METRIC_KEYS:
+        table.add_column(TITLES[k], justify="right")
+    best: dict[str, float] = {}
+    for k in METRIC_KEYS:
+        vals = [abs(m[k]) if k == "jitter" else m[k] for m in medians.values()]
+        best[k] = min(vals) if vals else 0.0
+    for pid, m in medians.items():
+        cells = []
+        for k in METRIC_KEYS:
+            v = abs(m[k]) if k == "jitter" else m[k]
+            text = _fmt(k, m[k])
+            cells.append(f"[bold]{text}[/bold]" if len(medians) > 1 and v == best[k] else text)
+        table.add_row(pid, *cells)
+    return table
+
+
+def plot_run(result: RunResult, path: str | Path) -> Path:
+    """Figure-7-style PNG of one run: workload vs throughput, replicas, provisioning vs ideal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    t_min = np.arange(len(result.input)) / 60.0
+    win = 60
+
+    def smooth(x: np.ndarray) -> np.ndarray:
+        if len(x) < win:
+            return x
+        return np.convolve(x, np.ones(win) / win, mode="same")
+
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    ax = axes[0]
+    ax.plot(t_min, smooth(result.input), label="input rate", color="tab:blue", lw=1)
+    ax.plot(t_min, smooth(result.processed), label="throughput", color="tab:orange", lw=1)
+    ax.set_ylabel("records/s (1-min mean)")
+    ax.legend(loc="upper left")
+    ax2 = ax.twinx()
+    ax2.fill_between(t_min, result.backlog, color="tab:red", alpha=0.15, label="backlog")
+    ax2.set_ylabel("backlog (records)", color="tab:red")
+    ax.set_title(f"{result.policy} on {result.scenario} (seed {result.seed})")
+    axes[1].step(t_min, result.supply, where="post", color="tab:green", label="replicas in use")
+    for h in result.history:
+        if h.applied and h.reconfiguration is not None:
+            axes[1].axvline(h.observation.time_s / 60.0, color="grey", lw=0.4, alpha=0.6)
+    axes[1].set_ylabel("replicas")
+    axes[1].legend(loc="upper left")
+    n_in = len(result.demand)
+    axes[2].step(t_min[:n_in], result.demand, where="post", color="black", label="ideal (demand)")
+    axes[2].step(t_min[:n_in], result.supply[:n_in], where="post", color="tab:green", alpha=0.8, label="supply")
+    d = result.demand.astype(float)
+    s = result.supply[:n_in].astype(float)
+    axes[2].fill_between(t_min[:n_in], d, s, where=s > d, step="post", color="tab:blue", alpha=0.2,
+                         label="over-provisioned")
+    axes[2].fill_between(t_min[:n_in], d, s, where=s < d, step="post", color="tab:red", alpha=0.3,
+                         label="under-provisioned")
+    axes[2].set_ylabel("replicas")
+    axes[2].set_xlabel("time (min)")
+    axes[2].legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p

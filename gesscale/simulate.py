@@ -1,0 +1,138 @@
+"""Run policies on scenarios in the simulator and collect their metrics (what `gesscale simulate` prints).
+
+One run = one policy, one scenario, one seed: a fresh `SimBackend`, a fresh policy and the MAPE loop until the
+input has ended and drained. `simulate_many` repeats over seeds and takes medians.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gesscale.backends.sim import SimBackend
+from gesscale.config import ControllerConfig
+from gesscale.mape import ControlLoop, StepRecord
+from gesscale.metrics import METRIC_KEYS, RunMetrics, compute_metrics
+from gesscale.policies.base import make_policy
+from gesscale.scenario import Scenario
+
+
+@dataclass
+class RunResult:
+    """Metrics and time series of one simulated run."""
+
+    scenario: str
+    policy: str
+    seed: int
+    metrics: RunMetrics
+    duration_s: float
+    completion_s: float
+    input: np.ndarray
+    processed: np.ndarray
+    backlog: np.ndarray
+    supply: np.ndarray
+    demand: np.ndarray
+    history: list[StepRecord] = field(default_factory=list)
+    model: dict[str, Any] | None = None
+
+
+def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> ControllerConfig:
+    """The controller options a scenario implies (period, bounds, warm-up), with explicit overrides."""
+    opts: dict[str, Any] = {
+        "control_period_s": scenario.control_period_s,
+        "min_replicas": scenario.min_replicas,
+        "max_replicas": scenario.max_replicas,
+        "seed": seed,
+    }
+    if scenario.warmup_s is not None:
+        opts["warmup_s"] = scenario.warmup_s
+    opts.update(overrides)
+    return ControllerConfig(**opts)
+
+
+def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False, **overrides: Any) -> RunResult:
+    """Simulate one policy on one scenario with one seed."""
+    backend = SimBackend(scenario, seed=seed)
+    demand = backend.demand()
+    policy = make_policy(policy_id)
+    config = controller_config(scenario, seed, **overrides)
+
+    def oracle(t0: float, t1: float) -> int:
+        lo, hi = int(t0), min(len(demand), int(t1))
+        return int(demand[lo:hi].max()) if hi > lo else scenario.min_replicas
+
+    loop = ControlLoop(backend, policy, scenario.latency_map, config, oracle_demand=oracle)
+    history = loop.run()
+    end = backend.t
+    T = backend.input_end
+    # Completion: the last second with backlog, or the input end if the backlog was never left over.
+    left = np.nonzero(backend.backlog_at[:end] >= 1.0)[0]
+    completion = float(max(T, left[-1] + 1 if left.size else T))
+    reconfigs = sum(1 for h in history if h.applied)
+    completion_idx = int(min(end, max(T, completion)))
+    metrics = compute_metrics(
+        demand,
+        backend.supply[:T],
+        dt=1.0,
+        completion_s=completion,
+        supply_until_completion=backend.supply[:completion_idx],
+        backlog=backend.backlog_at[:end],
+        delay=backend.delay[:completion_idx],
+        reconfigurations=reconfigs,
+    )
+    return RunResult(
+        scenario=scenario.name,
+        policy=policy_id,
+        seed=seed,
+        metrics=metrics,
+        duration_s=float(T),
+        completion_s=completion,
+        input=backend.input[:end].copy(),
+        processed=backend.processed[:end].copy(),
+        backlog=backend.backlog_at[:end].copy(),
+        supply=backend.supply[:end].copy(),
+        demand=demand,
+        history=history if keep_history else [],
+        model=policy.model_summary(),
+    )
+
+
+def seeds_for(scenario: Scenario, count: int) -> list[int]:
+    """`count` seeds starting at the scenario's own."""
+    return [scenario.seed + i for i in range(count)]
+
+
+def median_metrics(results: Iterable[RunResult]) -> dict[str, float]:
+    """Median of each metric key over runs."""
+    rs = list(results)
+    out: dict[str, float] = {}
+    for k in METRIC_KEYS:
+        out[k] = float(statistics.median(r.metrics.to_dict()[k] for r in rs))
+    return out
+
+
+def simulate_many(
+    scenario: Scenario,
+    policies: list[str],
+    seeds: int,
+    progress: Callable[[str, int], None] | None = None,
+    keep_history_first: bool = False,
+    **overrides: Any,
+) -> dict[str, list[RunResult]]:
+    """Every policy on every seed; returns the runs per policy (seed order).
+
+    `keep_history_first` keeps the step history of each policy's first seed (for plots).
+    """
+    out: dict[str, list[RunResult]] = {}
+    for pid in policies:
+        out[pid] = []
+        for i, seed in enumerate(seeds_for(scenario, seeds)):
+            keep = keep_history_first and i == 0
+            out[pid].append(run_once(scenario, pid, seed, keep_history=keep, **overrides))
+            if progress:
+                progress(pid, seed)
+    return out

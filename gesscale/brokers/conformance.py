@@ -1,0 +1,219 @@
+"""Probes of the Kafka behaviour the toolkit relies on, run against any bootstrap address.
+
+Each probe creates its own uniquely named topic, exercises one behaviour with kafka-python, compares the
+broker's answer with the answer Kafka's protocol defines, and deletes the topic. The same probes are the
+conformance tests (tests/broker) and `gesscale broker check`, so a user can vet a broker before trusting the
+lag and offset figures computed from it; the producer and bridge never depend on a probe's wrong answer (they
+count keys, not offsets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gesscale.brokers.topics import admin_client
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Outcome of one probe: `ok`, and what was expected versus observed."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+PARTITIONS = 3
+PER_PARTITION = 200
+
+
+def _topic(prefix: str) -> str:
+    return f"gesscale-probe-{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@contextlib.contextmanager
+def _scratch_topic(bootstrap: str, prefix: str, partitions: int = PARTITIONS):
+    name = _topic(prefix)
+    with admin_client(bootstrap) as admin:
+        admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}}, wait_for_metadata=True)
+        try:
+            yield name
+        finally:
+            with contextlib.suppress(Exception):
+                admin.delete_topics([name])
+
+
+def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int, timestamps: bool = False) -> None:
+    """Write `per_partition` records `p:i` to each partition, in several multi-record batches."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=4096)
+    try:
+        for i in range(per_partition):
+            for p in range(partitions):
+                ts = 1_600_000_000_000 + i * 1000 if timestamps else None
+                producer.send(topic, value=f"{p}:{i}".encode(), key=f"k{i}".encode(), partition=p, timestamp_ms=ts)
+        producer.flush(timeout=60)
+    finally:
+        producer.close()
+
+
+def _consumer(bootstrap: str, **extra):
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **extra)
+
+
+def _read_range(consumer, tp, start: int, count: int, timeout_s: float = 15.0) -> list:
+    consumer.assign([tp])
+    consumer.seek(tp, start)
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        for messages in consumer.poll(timeout_ms=200, max_records=count - len(got)).values():
+            got.extend(messages)
+    return got
+
+
+def probe_create_topic(bootstrap: str) -> ProbeResult:
+    """A topic created with 5 partitions reports exactly partitions 0..4 in metadata."""
+    with _scratch_topic(bootstrap, "create", partitions=5) as topic:
+        consumer = _consumer(bootstrap)
+        try:
+            parts = sorted(consumer.partitions_for_topic(topic) or [])
+        finally:
+            consumer.close()
+    return ProbeResult("create topic with partitions", parts == [0, 1, 2, 3, 4], f"expected [0..4], got {parts}")
+
+
+def probe_produce_consume(bootstrap: str) -> ProbeResult:
+    """Every record written to each partition is read back once, in order, with key and value intact."""
+    from kafka import TopicPartition
+
+    with _scratch_topic(bootstrap, "roundtrip") as topic:
+        _fill(bootstrap, topic, PARTITIONS, PER_PARTITION)
+        consumer = _consumer(bootstrap)
+        try:
+            problems = []
+            for p in range(PARTITIONS):
+                got = _read_range(consumer, TopicPartition(topic, p), 0, PER_PARTITION)
+                values = [m.value.decode() for m in got]
+                keys = [m.key.decode() for m in got]
+                if values != [f"{p}:{i}" for i in range(PER_PARTITION)] or keys != [f"k{i}" for i in range(len(got))]:
+                    problems.append(f"partition {p}: {len(got)} records, first {values[:2]}")
+        finally:
+            consumer.close()
+    return ProbeResult(
+        "produce and consume", not problems, "; ".join(problems) or f"{PARTITIONS}x{PER_PARTITION} records back"
+    )
+
+
+def probe_end_offsets(bootstrap: str) -> ProbeResult:
+    """Beginning offsets are 0 and end offsets equal the number of records per partition (lag depends on it)."""
+    from kafka import TopicPartition
+
+    with _scratch_topic(bootstrap, "offsets") as topic:
+        _fill(bootstrap, topic, PARTITIONS, PER_PARTITION)
+        consumer = _consumer(bootstrap)
+        try:
+            parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            ends = {tp.partition: o for tp, o in consumer.end_offsets(parts).items()}
+            begins = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
+        finally:
+            consumer.close()
+    want_end = {p: PER_PARTITION for p in range(PARTITIONS)}
+    ok = ends == want_end and begins == {p: 0 for p in range(PARTITIONS)}
+    return ProbeResult("end offsets", ok, f"expected end {want_end} begin 0, got end {ends} begin {begins}")
+
+
+def probe_seek_range(bootstrap: str) -> ProbeResult:
+    """assign + seek(37) then 25 records returns exactly offsets 37..61 of that partition."""
+    from kafka import TopicPartition
+
+    with _scratch_topic(bootstrap, "seek") as topic:
+        _fill(bootstrap, topic, PARTITIONS, PER_PARTITION)
+        consumer = _consumer(bootstrap)
+        try:
+            got = _read_range(consumer, TopicPartition(topic, 1), 37, 25)
+        finally:
+            consumer.close()
+    offsets = [m.offset for m in got[:25]]
+    values = [m.value.decode() for m in got[:25]]
+    ok = offsets == list(range(37, 62)) and values == [f"1:{i}" for i in range(37, 62)]
+    return ProbeResult("assign + seek exact range", ok, f"expected offsets 37..61, got {offsets[:3]}..{offsets[-1:]}")
+
+
+def probe_group_commit(bootstrap: str) -> ProbeResult:
+    """A group member (subscribe, join) commits offsets; a new client and the admin API read them back."""
+    from kafka import OffsetAndMetadata, TopicPartition
+
+    group = f"gesscale-probe-{uuid.uuid4().hex[:8]}"
+    with _scratch_topic(bootstrap, "group") as topic:
+        _fill(bootstrap, topic, PARTITIONS, 50)
+        member = _consumer(bootstrap, group_id=group, auto_offset_reset="earliest", session_timeout_ms=6000)
+        try:
+            member.subscribe([topic])
+            deadline = time.monotonic() + 30
+            while not member.assignment() and time.monotonic() < deadline:
+                member.poll(timeout_ms=200)
+            assigned = sorted(tp.partition for tp in member.assignment())
+            target = {TopicPartition(topic, p): OffsetAndMetadata(10 + p, "", -1) for p in range(PARTITIONS)}
+            member.commit(target)
+        finally:
+            member.close()
+        reader = _consumer(bootstrap, group_id=group)
+        try:
+            seen = {p: reader.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+        finally:
+            reader.close()
+        with admin_client(bootstrap) as admin:
+            listed = admin.list_group_offsets({group: None}).get(group, {})
+        from_admin = {tp.partition: om.offset for tp, om in listed.items() if tp.topic == topic}
+    want = {p: 10 + p for p in range(PARTITIONS)}
+    ok = assigned == list(range(PARTITIONS)) and seen == want and from_admin == want
+    return ProbeResult(
+        "group commit and committed offsets",
+        ok,
+        f"expected {want}, got assignment {assigned}, committed {seen}, admin {from_admin}",
+    )
+
+
+def probe_offsets_for_times(bootstrap: str) -> ProbeResult:
+    """offsets_for_times(t) returns the first offset whose timestamp is at or after t."""
+    from kafka import TopicPartition
+
+    with _scratch_topic(bootstrap, "times", partitions=1) as topic:
+        _fill(bootstrap, topic, 1, 100, timestamps=True)
+        consumer = _consumer(bootstrap)
+        try:
+            tp = TopicPartition(topic, 0)
+            found = consumer.offsets_for_times({tp: 1_600_000_000_000 + 42 * 1000 - 500})[tp]
+        finally:
+            consumer.close()
+    got = None if found is None else found.offset
+    return ProbeResult("offsets for times", got == 42, f"expected offset 42, got {got}")
+
+
+PROBES: tuple[Callable[[str], ProbeResult], ...] = (
+    probe_create_topic,
+    probe_produce_consume,
+    probe_end_offsets,
+    probe_seek_range,
+    probe_group_commit,
+    probe_offsets_for_times,
+)
+
+
+def run_probes(bootstrap: str) -> list[ProbeResult]:
+    """Run every probe; a probe that raises counts as failed with the exception as its detail."""
+    results = []
+    for probe in PROBES:
+        try:
+            results.append(probe(bootstrap))
+        except Exception as err:  # noqa: BLE001 - a broker's failure is a finding, reported not raised
+            results.append(ProbeResult(probe.__name__.removeprefix("probe_").replace("_", " "), False, repr(err)))
+    return results

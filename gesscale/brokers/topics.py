@@ -1,0 +1,103 @@
+"""Small Kafka admin helpers every data-plane command needs: create a topic, read end offsets, count records.
+
+Thin wrappers over kafka-python that turn "cannot reach the broker" into a UserError naming the address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from gesscale.errors import UserError
+
+
+@contextmanager
+def admin_client(bootstrap: str, timeout_s: float = 10.0) -> Iterator:
+    """A KafkaAdminClient for `bootstrap`, closed on exit; UserError when no broker answers."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap,
+            client_id="gesscale-admin",
+            request_timeout_ms=int(timeout_s * 1000),
+            bootstrap_timeout_ms=int(timeout_s * 1000),
+        )
+    except KafkaError:
+        raise UserError(f"no Kafka broker answers at {bootstrap}") from None
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
+    """Create `topic` with `partitions` partitions unless it exists; return its partition count."""
+    from kafka.errors import TopicAlreadyExistsError
+
+    with admin_client(bootstrap) as admin:
+        if topic not in set(admin.list_topics()):
+            with suppress(TopicAlreadyExistsError):  # created meanwhile by someone else: fine
+                admin.create_topics(
+                    {topic: {"num_partitions": partitions, "replication_factor": 1}}, wait_for_metadata=True
+                )
+    return len(partitions_of(bootstrap, topic))
+
+
+def partitions_of(bootstrap: str, topic: str) -> list[int]:
+    """The partition ids of `topic` (empty when it does not exist)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="gesscale-meta")
+    try:
+        return sorted(consumer.partitions_for_topic(topic) or [])
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """{partition: end offset} of `topic` (the offset the next record will get)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="gesscale-offsets")
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
+def read_values(bootstrap: str, topic: str, idle_timeout_s: float = 3.0) -> Iterator[tuple[int, int, bytes]]:
+    """Every (partition, offset, value) of `topic` from the beginning, read with assign + poll (no group).
+
+    Stops when each partition is read up to the end offset taken at the start, or after `idle_timeout_s`
+    without any new record (so a broker whose end offsets are wrong cannot make this loop forever).
+    """
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, client_id="gesscale-reader", enable_auto_commit=False, max_poll_records=5000
+    )
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not parts:
+            return
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        remaining = {tp for tp in parts if ends[tp] > 0}
+        last_data = time.monotonic()
+        while remaining and time.monotonic() - last_data < idle_timeout_s:
+            batch = consumer.poll(timeout_ms=200)
+            for tp, messages in batch.items():
+                for msg in messages:
+                    yield tp.partition, msg.offset, msg.value
+                if messages:
+                    last_data = time.monotonic()
+                    if messages[-1].offset + 1 >= ends[tp]:
+                        remaining.discard(tp)
+    finally:
+        consumer.close()

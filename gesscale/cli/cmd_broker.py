@@ -1,0 +1,113 @@
+"""`gesscale broker up|down|status|check`: the local Kafka-compatible broker and mosquitto."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+DEFAULT_DATA_DIR = Path("out/brokers")
+
+broker_app = typer.Typer(
+    help=(
+        "Run the local brokers: an embedded Kafka-compatible broker (noida-db by default) and Debian's "
+        "mosquitto. Everything else takes a bootstrap address, so a real Kafka is used by passing its address."
+    ),
+    no_args_is_help=True,
+)
+
+DATA_DIR_OPT = typer.Option(
+    DEFAULT_DATA_DIR, "--data-dir", help="Folder for broker data, logs and the PID record (brokers.json)."
+)
+
+
+@broker_app.command("up")
+def up(
+    kafka_port: int = typer.Option(9092, "--kafka-port", help="Kafka listener port on 127.0.0.1."),
+    mqtt_port: int = typer.Option(1883, "--mqtt-port", help="MQTT listener port on 127.0.0.1."),
+    data_dir: Path = DATA_DIR_OPT,
+    kafka_impl: str = typer.Option(
+        "noida-db", "--kafka-impl", help="Kafka-compatible broker: noida-db (default, conformant) or tansu."
+    ),
+    kafka: bool = typer.Option(True, "--kafka/--no-kafka", help="Start the Kafka broker."),
+    mqtt: bool = typer.Option(True, "--mqtt/--no-mqtt", help="Start mosquitto."),
+    check: bool = typer.Option(
+        True, "--check/--no-check", help="Run the conformance probes on the new Kafka and warn about failures."
+    ),
+) -> None:
+    """Start the brokers in the background, wait until each answers, and record their PIDs."""
+    from gesscale.brokers.manage import up as do_up
+
+    out, err = Console(), Console(stderr=True)
+    started, kept = do_up(data_dir, kafka_port if kafka else None, mqtt_port if mqtt else None, kafka_impl, check)
+    for rec in kept:
+        out.print(f"{rec.role}: already running ({rec.impl}, 127.0.0.1:{rec.port}, pid {rec.pid})")
+    for rec in started:
+        out.print(f"{rec.role}: started {rec.impl} on 127.0.0.1:{rec.port} (pid {rec.pid}, log {rec.log})")
+        failed = [name for name, ok in rec.conformance.items() if not ok]
+        if failed:
+            err.print(
+                f"[yellow]warning:[/yellow] {rec.impl} fails conformance probes: {', '.join(failed)}; "
+                "figures that depend on them (lag from end offsets, time lookups) would be wrong with it"
+            )
+        elif rec.conformance:
+            out.print(f"{rec.role}: all {len(rec.conformance)} conformance probes pass")
+
+
+@broker_app.command("down")
+def down(data_dir: Path = DATA_DIR_OPT) -> None:
+    """Stop the brokers that `broker up` started (only those; data stays in the data dir)."""
+    from gesscale.brokers.manage import down as do_down
+
+    out = Console()
+    result = do_down(data_dir)
+    if not result:
+        out.print(f"no brokers recorded in {data_dir}")
+    for rec, was_running in result:
+        out.print(f"{rec.role}: {'stopped' if was_running else 'was not running'} (pid {rec.pid})")
+
+
+@broker_app.command("status")
+def status(data_dir: Path = DATA_DIR_OPT) -> None:
+    """Show the recorded brokers: running or not, answering on their port, failed conformance probes."""
+    from gesscale.brokers.manage import status as do_status
+
+    rows = do_status(data_dir)
+    out = Console()
+    if not rows:
+        out.print(f"no brokers recorded in {data_dir}")
+        return
+    table = Table("role", "broker", "address", "pid", "state", "conformance")
+    for row in rows:
+        state = "up" if row.running and row.answering else ("starting" if row.running else "down")
+        verdict = "fails: " + ", ".join(row.failed_probes) if row.failed_probes else "-"
+        table.add_row(row.role, row.impl, row.address, str(row.pid), state, verdict)
+    out.print(table)
+
+
+@broker_app.command("check")
+def check(
+    bootstrap: str = typer.Option(..., "--bootstrap", "-b", help="Kafka bootstrap address host:port to probe."),
+) -> None:
+    """Run the conformance probes (tests/broker) against any Kafka; exit 1 when one fails."""
+    from gesscale.brokers.conformance import run_probes
+    from gesscale.brokers.process import port_answers
+    from gesscale.errors import UserError
+
+    host, _, port = bootstrap.rpartition(":")
+    if not port.isdigit() or not port_answers(int(port), host or "127.0.0.1", timeout_s=3):
+        raise UserError(f"no broker answers at {bootstrap}")
+    table = Table("probe", "result", "detail")
+    results = run_probes(bootstrap)
+    for r in results:
+        table.add_row(r.name, "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", r.detail)
+    Console(width=160).print(table)
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `broker` command group."""
+    app.add_typer(broker_app, name="broker")

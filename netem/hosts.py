@@ -1,0 +1,135 @@
+"""Hosts as netem sees them: SSH coordinates and the address/device the `tc` plan uses.
+
+The inventory is read with Ansible's own inventory machinery (YAML or INI, group_vars, host_vars, templated
+values), so the fabric path and the playbooks agree on every variable. Variables used:
+
+- `ansible_host`, `ansible_user`, `ansible_port`, `ansible_ssh_private_key_file`, `ansible_become`: SSH;
+- `netem_address`: IPv4 address of the node on the cluster network (default: `ansible_host`);
+- `netem_device`: interface that carries cluster traffic (default: found on the node with `ip route get`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gesscale.errors import UserError
+from netem.latency_map import LatencyMap
+
+CONNECTION_VARS = (
+    "ansible_host",
+    "ansible_user",
+    "ansible_port",
+    "ansible_ssh_private_key_file",
+    "ansible_become",
+    "netem_address",
+    "netem_device",
+)
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory host: how to reach it over SSH and which address/device its `tc` plan uses."""
+
+    name: str
+    ssh_host: str | None
+    address: str | None
+    user: str | None = None
+    port: int = 22
+    key_file: str | None = None
+    become: bool = False
+    device: str | None = None
+
+    @property
+    def needs_sudo(self) -> bool:
+        """Whether root commands must go through sudo (become asked and the login user is not root)."""
+        return self.become and self.user not in (None, "root")
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def host_from_vars(name: str, hostvars: Mapping[str, Any]) -> Host:
+    """Build a `Host` from one host's (already templated) inventory variables."""
+    ssh_host = hostvars.get("ansible_host")
+    address = hostvars.get("netem_address", ssh_host)
+    port = hostvars.get("ansible_port") or 22
+    try:
+        port = int(port)
+    except (TypeError, ValueError):
+        raise UserError(f"host {name}: ansible_port must be a number, got {port!r}") from None
+    return Host(
+        name=name,
+        ssh_host=None if ssh_host is None else str(ssh_host),
+        address=None if address is None else str(address),
+        user=hostvars.get("ansible_user"),
+        port=port,
+        key_file=hostvars.get("ansible_ssh_private_key_file"),
+        become=_truthy(hostvars.get("ansible_become", False)),
+        device=hostvars.get("netem_device"),
+    )
+
+
+def hosts_for_map(hosts: Mapping[str, Host], lmap: LatencyMap, source: str = "inventory") -> dict[str, Host]:
+    """The inventory hosts the map names, in map order; every problem is raised before any host is touched.
+
+    Errors: a map node absent from the inventory, a host without an address, an address that is not an IPv4
+    literal (u32 `match ip dst` needs one).
+    """
+    absent = [n for n in lmap.names if n not in hosts]
+    if absent:
+        raise UserError(f"{lmap.source}: node(s) {', '.join(absent)} not in {source}")
+    chosen = {n: hosts[n] for n in lmap.names}
+    for host in chosen.values():
+        if not host.address:
+            raise UserError(f"{source}: host {host.name} has no address (set ansible_host or netem_address)")
+        try:
+            ipaddress.IPv4Address(host.address)
+        except ValueError:
+            raise UserError(
+                f"{source}: host {host.name}: address {host.address!r} is not an IPv4 address "
+                "(set netem_address to the node's IP on the cluster network)"
+            ) from None
+        if not host.ssh_host:
+            raise UserError(f"{source}: host {host.name} has no ansible_host to connect to")
+    return chosen
+
+
+def load_inventory(path: str | Path) -> dict[str, Host]:
+    """Read an Ansible inventory (file or directory) into hosts, with Jinja values rendered like Ansible does."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"inventory not found: {p}")
+    # Imported here: ansible is heavy and only this adapter needs it.
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    try:
+        inventory = InventoryManager(loader=loader, sources=[str(p)])
+    except Exception as err:  # ansible reports parse errors with its own exception types
+        raise UserError(f"{p}: cannot parse inventory: {err}") from None
+    variables = VariableManager(loader=loader, inventory=inventory)
+    hosts: dict[str, Host] = {}
+    for h in inventory.get_hosts():
+        all_vars = variables.get_vars(host=h)
+        templar = Templar(loader=loader, variables=all_vars)
+        wanted: dict[str, Any] = {}
+        for key in CONNECTION_VARS:
+            if key in all_vars:
+                try:
+                    wanted[key] = templar.template(all_vars[key])
+                except Exception as err:
+                    raise UserError(f"{p}: host {h.name}: cannot render {key}: {err}") from None
+        hosts[h.name] = host_from_vars(h.name, wanted)
+    if not hosts:
+        raise UserError(f"{p}: no hosts in inventory (is it an Ansible inventory?)")
+    return hosts

@@ -1,0 +1,111 @@
+"""Running commands on inventory hosts over SSH (fabric), one host per thread.
+
+The rest of `netem` only sees the small `Remote` interface, so the orchestration can be read without SSH
+details. Commands that need root run through `sudo -n` when the login user is not root and `ansible_become`
+is set, as Ansible would.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from gesscale.errors import UserError
+from netem.hosts import Host
+
+T = TypeVar("T")
+# tc and ip live in /usr/sbin, which is not on a non-root user's PATH on Debian and Raspberry Pi OS.
+SBIN_PATH = 'PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"; export PATH; '
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of one remote command."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with status 0."""
+        return self.exit_code == 0
+
+
+class Remote(Protocol):
+    """What netem needs from a transport: run a shell command on a host, optionally as root, with stdin."""
+
+    def run(self, host: Host, command: str, *, root: bool = False, stdin: str | None = None) -> Result:
+        """Run `command` through the host's shell and return its status and output."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class FabricRemote:
+    """`Remote` over fabric/paramiko; one cached connection per host, safe to use from one thread per host."""
+
+    def __init__(self, connect_timeout_s: float = 10.0, command_timeout_s: float = 120.0) -> None:
+        self._connect_timeout_s = connect_timeout_s
+        self._command_timeout_s = command_timeout_s
+        self._connections: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def _connection(self, host: Host):  # -> fabric.Connection
+        with self._lock:
+            conn = self._connections.get(host.name)
+            if conn is None:
+                from fabric import Connection  # imported lazily: paramiko is slow to import
+
+                kwargs: dict[str, object] = {"timeout": self._connect_timeout_s}
+                if host.key_file:
+                    kwargs["key_filename"] = host.key_file
+                conn = Connection(host.ssh_host, user=host.user, port=host.port, connect_kwargs=kwargs)
+                self._connections[host.name] = conn
+            return conn
+
+    def run(self, host: Host, command: str, *, root: bool = False, stdin: str | None = None) -> Result:
+        """Run a command; connection failures become a `UserError` that names the host."""
+        command = SBIN_PATH + command
+        if root and host.needs_sudo:
+            command = "sudo -n sh -c " + shlex.quote(command)
+        conn = self._connection(host)
+        try:
+            res = conn.run(  # type: ignore[attr-defined]
+                command,
+                hide=True,
+                warn=True,
+                in_stream=io.StringIO(stdin) if stdin is not None else False,
+                timeout=self._command_timeout_s,
+            )
+        except Exception as err:  # paramiko/socket errors: unreachable host, bad key, refused, timeout
+            raise UserError(f"host {host.name} ({host.ssh_host}): SSH failed: {type(err).__name__}: {err}") from None
+        return Result(res.exited, res.stdout, res.stderr)
+
+    def close(self) -> None:
+        """Close every cached connection."""
+        with self._lock:
+            for conn in self._connections.values():
+                conn.close()  # type: ignore[attr-defined]
+            self._connections.clear()
+
+
+def on_each(hosts: Iterable[Host], work: Callable[[Host], T], parallel: bool = True) -> dict[str, T]:
+    """Run `work(host)` for every host, in parallel threads by default; results keyed by host name.
+
+    The first exception (in host order) is re-raised after all threads finished, so no host is left midway
+    without the caller knowing.
+    """
+    chosen = list(hosts)
+    if not parallel or len(chosen) <= 1:
+        return {h.name: work(h) for h in chosen}
+    with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
+        futures = {h.name: pool.submit(work, h) for h in chosen}
+    return {name: fut.result() for name, fut in futures.items()}

@@ -1,0 +1,76 @@
+"""The scaling hook's operations, on top of an `ExecutorControl` (no HTTP here; see `jobs.http_api`).
+
+`add` raises the target by one and waits for the new executor, so a backend that has made a chosen node the
+only place with a free slot (a worker started there, or a Kubernetes node label) gets its executor there and
+learns where it landed. `remove` kills the executors of a host (or given ids) and waits until they are gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jobs.executors import ExecutorControl
+
+
+class HookError(ValueError):
+    """A request the hook cannot serve as asked (unknown host, bad value); becomes HTTP 400/409."""
+
+
+class ScalingHook:
+    """Add, remove and retarget executors of the running application, waiting for the change to show."""
+
+    def __init__(self, control: ExecutorControl, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic, poll_s: float = 0.25) -> None:
+        self.control = control
+        self._sleep = sleep
+        self._clock = clock
+        self._poll_s = poll_s
+
+    def status(self) -> dict[str, Any]:
+        """Current executors and target."""
+        return {"target": self.control.target(), "executors": self.control.executors()}
+
+    def _wait(self, done: Callable[[list[dict[str, Any]]], bool], wait_s: float) -> tuple[bool, list[dict]]:
+        deadline = self._clock() + max(0.0, wait_s)
+        while True:
+            current = self.control.executors()
+            if done(current) or self._clock() >= deadline:
+                return done(current), current
+            self._sleep(self._poll_s)
+
+    def set_target(self, target: int, wait_s: float = 0.0) -> dict[str, Any]:
+        """Set the executor target; wait up to `wait_s` until that many executors are active."""
+        if target < 0:
+            raise HookError("target must be >= 0")
+        self.control.set_target(target)
+        reached, current = self._wait(lambda ex: len(ex) == target, wait_s)
+        return {"target": target, "reached": reached, "executors": current}
+
+    def add(self, host: str | None = None, wait_s: float = 60.0) -> dict[str, Any]:
+        """Target + 1; wait up to `wait_s` for a new executor (on `host`, when given)."""
+        before = self.control.executors()
+        known = {e["id"] for e in before}
+        current_target = self.control.target()
+        base = len(before) if current_target is None else max(current_target, len(before))
+        self.control.set_target(base + 1)
+
+        def arrived(ex: list[dict[str, Any]]) -> bool:
+            return any(e["id"] not in known and (host is None or e["host"] == host) for e in ex)
+
+        ok, current = self._wait(arrived, wait_s)
+        new = [e for e in current if e["id"] not in known]
+        return {"target": base + 1, "added": new, "on_requested_host": ok, "executors": current}
+
+    def remove(self, host: str | None = None, ids: list[str] | None = None, wait_s: float = 30.0) -> dict[str, Any]:
+        """Kill the executors on `host` (or with `ids`); wait up to `wait_s` until they are no longer active."""
+        if (host is None) == (ids is None):
+            raise HookError("give exactly one of 'host' or 'ids'")
+        before = self.control.executors()
+        chosen = [e["id"] for e in before if (e["host"] == host if host is not None else e["id"] in (ids or []))]
+        if not chosen:
+            raise HookError(f"no active executor on {host}" if host is not None else f"no active executor {ids}")
+        killed = self.control.kill(chosen)
+        gone, current = self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
+        return {"target": self.control.target(), "removed": killed, "gone": gone, "executors": current}

@@ -1,0 +1,115 @@
+"""The driver's small HTTP server: open read-only metrics, and the token-protected scaling hook.
+
+Routes (see docs/job.md for bodies):
+  GET  /metrics             Prometheus text of the latest observation (no auth)
+  GET  /observation         the latest observation as JSON (no auth; 404 before the first batch)
+  GET  /executors           executors and target                   (auth)
+  POST /executors/target    {"target": N, "wait_s": 0}               (auth)
+  POST /executors/add       {"host": "H" (optional), "wait_s": 60}  (auth)
+  POST /executors/remove    {"host": "H"} or {"ids": [...]}, "wait_s": 30 (auth)
+Auth: header `Authorization: Bearer <token>`, token from the environment variable `GESSCALE_JOB_TOKEN`;
+without it the hook routes answer 403.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from jobs.executors import ScalingUnsupported
+from jobs.hook import HookError, ScalingHook
+
+TOKEN_ENV = "GESSCALE_JOB_TOKEN"
+
+
+class DriverApi:
+    """Routes a request to the observation, the metrics or the hook and returns (status, content type, body)."""
+
+    def __init__(self, latest: Callable[[], dict[str, Any] | None], metrics: Callable[[], bytes],
+                 hook: ScalingHook | None, token: str | None) -> None:
+        self.latest = latest
+        self.metrics = metrics
+        self.hook = hook
+        self.token = token or None
+
+    def _authorised(self, header: str | None) -> tuple[int, str] | None:
+        if self.hook is None:
+            return 503, "the job is still starting Spark"
+        if self.token is None:
+            return 403, f"scaling hook disabled: set {TOKEN_ENV} in the job's environment"
+        given = (header or "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return 401, "missing or wrong bearer token"
+        return None
+
+    def handle(self, method: str, path: str, auth: str | None, body: bytes) -> tuple[int, str, bytes]:
+        """Serve one request."""
+        if method == "GET" and path == "/metrics":
+            return 200, "text/plain; version=0.0.4", self.metrics()
+        if method == "GET" and path == "/observation":
+            obs = self.latest()
+            return _json(200, obs) if obs is not None else _json(404, {"error": "no micro-batch completed yet"})
+        if not path.startswith("/executors"):
+            return _json(404, {"error": f"no route {method} {path}"})
+        denied = self._authorised(auth)
+        if denied is not None:
+            return _json(denied[0], {"error": denied[1]})
+        assert self.hook is not None
+        try:
+            args = json.loads(body or b"{}")
+            if not isinstance(args, dict):
+                raise HookError("the body must be a JSON object")
+            if method == "GET" and path == "/executors":
+                return _json(200, self.hook.status())
+            if method == "POST" and path == "/executors/target":
+                return _json(200, self.hook.set_target(int(args["target"]), float(args.get("wait_s", 0))))
+            if method == "POST" and path == "/executors/add":
+                return _json(200, self.hook.add(args.get("host"), float(args.get("wait_s", 60))))
+            if method == "POST" and path == "/executors/remove":
+                return _json(200, self.hook.remove(args.get("host"), args.get("ids"), float(args.get("wait_s", 30))))
+        except (HookError, KeyError, ValueError, TypeError) as err:
+            return _json(400, {"error": f"bad request: {err}"})
+        except ScalingUnsupported as err:
+            return _json(409, {"error": str(err)})
+        return _json(404, {"error": f"no route {method} {path}"})
+
+
+def _json(status: int, payload: Any) -> tuple[int, str, bytes]:
+    return status, "application/json", json.dumps(payload).encode()
+
+
+def serve(api: DriverApi, host: str, port: int) -> ThreadingHTTPServer:
+    """Start serving `api` on host:port in a daemon thread; `server.shutdown()` stops it.
+
+    Raises OSError when the port is taken.
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self, method: str) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            status, ctype, payload = api.handle(method, self.path.split("?", 1)[0], self.headers.get("Authorization"),
+                                                body)
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            self._serve("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._serve("POST")
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logs
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="gesscale-driver-api", daemon=True).start()
+    return server

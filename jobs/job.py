@@ -1,0 +1,301 @@
+"""The enrichment job: Kafka `rides` → nearest landmark → Kafka `rides-enriched` (or Parquet), exactly once.
+
+`run(JobConfig(...))` starts Spark, the query, the metrics listener and the driver's HTTP API, and blocks until
+the query ends (or is idle for `stop_when_idle_s`, or gets SIGTERM/SIGINT, which stop it cleanly).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gesscale.errors import UserError
+
+log = logging.getLogger("gesscale.job")
+SINKS = ("kafka", "parquet")
+
+
+@dataclass
+class JobConfig:
+    """Every knob of the job; the CLI maps its options one to one onto these fields."""
+
+    bootstrap: str
+    input: str
+    output: str
+    checkpoint: Path
+    dead_letter: str | None = None  # default: "<input>-dead-letter"
+    sink: str = "kafka"
+    master: str = "local[2]"
+    max_rows_per_batch: int | None = 50_000
+    max_rows_per_range: int = 100_000
+    trigger_ms: int = 0
+    starting_offsets: str = "earliest"
+    executors: int | None = None
+    metrics_jsonl: Path | None = None
+    http_host: str = "127.0.0.1"
+    http_port: int | None = None
+    ui_port: int = 14040
+    bp_window_s: float = 60.0
+    stop_when_idle_s: float | None = None
+    available_now: bool = False
+    driver_host: str | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dead_letter_topic(self) -> str:
+        """The dead-letter topic's name."""
+        return self.dead_letter or f"{self.input}-dead-letter"
+
+    def validate(self) -> None:
+        """Raise UserError for values the job cannot run with."""
+        if self.sink not in SINKS:
+            raise UserError(f"--sink must be one of {', '.join(SINKS)}, not {self.sink!r}")
+        if self.max_rows_per_batch is not None and self.max_rows_per_batch <= 0:
+            raise UserError("--max-rows-per-batch must be > 0")
+        if self.max_rows_per_range <= 0:
+            raise UserError("--max-rows-per-range must be > 0")
+        if self.starting_offsets not in ("earliest", "latest"):
+            raise UserError("--starting-offsets must be earliest or latest")
+        if self.executors is not None and self.executors < 0:
+            raise UserError("--executors must be >= 0")
+        if self.dead_letter_topic in (self.input, self.output) or self.input == self.output:
+            raise UserError("input, output and dead-letter topics must be three different topics")
+
+
+class JobState:
+    """What the batch writer tells the metrics listener, and when rows last arrived (for idle stop)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, dict[str, int]] = {}
+        self.last_rows_at = time.monotonic()
+        self.lock = threading.Lock()
+
+
+def _check_broker(cfg: JobConfig) -> int:
+    """Partitions of the input topic; create the output topics like it. UserError when unreachable/missing."""
+    from kafka.errors import KafkaError
+
+    from jobs.kafka_io import ensure_topic, partition_counts
+
+    try:
+        parts = partition_counts(cfg.bootstrap, [cfg.input])[cfg.input]
+    except KafkaError as err:
+        raise UserError(f"cannot reach Kafka at {cfg.bootstrap}: {err}") from err
+    if parts == 0:
+        raise UserError(f"input topic {cfg.input!r} does not exist on {cfg.bootstrap}")
+    topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
+    for topic in topics:
+        ensure_topic(cfg.bootstrap, topic, parts)
+    return parts
+
+
+def _spark(cfg: JobConfig) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(cfg.master)
+        .appName(f"gesscale-job {cfg.input}->{cfg.output}")
+        .config("spark.ui.enabled", "true")
+        .config("spark.ui.port", str(cfg.ui_port))
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.dynamicAllocation.enabled", "false")
+        .config("spark.executor.cores", "1")
+        .config("spark.standalone.executorRemoveDelayOnDisconnection", "0s")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+    )
+    if cfg.driver_host:
+        builder = builder.config("spark.driver.host", cfg.driver_host).config("spark.driver.bindAddress",
+                                                                              cfg.driver_host)
+    for k, v in cfg.spark_conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
+    """The `foreachBatch` function: exactly-once write of one classified micro-batch."""
+    from jobs.kafka_io import end_offsets, partition_counts
+    from jobs.kafka_sink import COUNTS_SCHEMA, SinkLog, WriteSpec, write_partition
+    from jobs.records import as_messages
+
+    sink_log = SinkLog(cfg.checkpoint)
+    topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
+    parts = partition_counts(cfg.bootstrap, topics)
+
+    def write(df: Any, batch_id: int) -> None:
+        starts, replay = sink_log.begin(batch_id, lambda: end_offsets(cfg.bootstrap, topics))
+        if replay:
+            log.warning("batch %d runs again (after a restart): skipping records already written", batch_id)
+        spec = WriteSpec(cfg.bootstrap, cfg.output, cfg.dead_letter_topic, parts, starts, replay,
+                         write_good=cfg.sink == "kafka")
+        if cfg.sink == "parquet":
+            df.persist()
+        try:
+            if cfg.sink == "parquet":
+                good = df.where("reason IS NULL").select("enriched.*")
+                good.write.mode("overwrite").parquet(str(Path(cfg.output) / f"batch_id={batch_id}"))
+                df = df.where("reason IS NOT NULL")
+            rows = as_messages(df).mapInArrow(partial(write_partition, spec=spec), COUNTS_SCHEMA).collect()
+        finally:
+            if cfg.sink == "parquet":
+                df.unpersist()
+        counts = {k: sum(int(r[k]) for r in rows) for k in ("written", "dead_letters", "skipped")}
+        with state.lock:
+            state.counts[batch_id] = counts
+
+    return write
+
+
+def _listener(tracker: Any, control: Any, state: JobState, sink: Any) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ObservationListener(StreamingQueryListener):
+        """Turns each progress event into an observation, logs it and appends it to the JSON lines file."""
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
+            log.info("query started: id %s", event.id)
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            try:
+                progress = json.loads(event.progress.json)
+                try:
+                    executors = control.executors()
+                except OSError as err:
+                    log.warning("executors unavailable: %s", err)
+                    executors = []
+                obs = tracker.update(progress, executors)
+                with state.lock:
+                    obs.update(state.counts.pop(obs["batch_id"], {}))
+                    if obs["num_input_rows"] > 0:
+                        state.last_rows_at = time.monotonic()
+                if sink is not None:
+                    sink.write(obs)
+                log.info("batch %d: %d rows in %d ms, %.0f rows/s, backlog %d, bp_upstream %.2f, executors %s",
+                         obs["batch_id"], obs["num_input_rows"], obs["batch_duration_ms"], obs["processed_rate"],
+                         obs["backlog"], obs["bp_upstream"], ",".join(e["host"] for e in obs["executors"]))
+            except Exception:  # noqa: BLE001 - a metrics bug must not kill the query
+                log.exception("could not build the observation")
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            return
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            log.info("query terminated%s", f": {event.exception}" if event.exception else "")
+
+    return ObservationListener()
+
+
+def run(cfg: JobConfig) -> dict[str, Any] | None:
+    """Run the job until it stops; returns the last observation."""
+    from jobs.http_api import TOKEN_ENV, DriverApi, serve
+    from jobs.metrics import prometheus_text
+    from jobs.observation import ObservationTracker
+
+    cfg.validate()
+    _check_broker(cfg)
+    cfg.checkpoint.mkdir(parents=True, exist_ok=True)
+    tracker = ObservationTracker(cfg.bp_window_s)
+    state = JobState()
+    api = DriverApi(lambda: tracker.latest, prometheus_text(lambda: tracker.latest), None,
+                    os.environ.get(TOKEN_ENV))
+    server = None
+    if cfg.http_port is not None:
+        try:
+            server = serve(api, cfg.http_host, cfg.http_port)
+        except OSError as err:
+            raise UserError(f"cannot listen on {cfg.http_host}:{cfg.http_port}: {err.strerror or err}") from err
+    try:
+        return _run_query(cfg, api, tracker, state)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[str, Any] | None:
+    from jobs.executors import SparkExecutorControl
+    from jobs.hook import ScalingHook
+
+    spark = _spark(cfg)
+    try:
+        control = SparkExecutorControl(spark.sparkContext)
+        if cfg.executors is not None and not control.local:
+            control.set_target(cfg.executors)
+        api.hook = ScalingHook(control)
+        return _stream(cfg, spark, control, tracker, state)
+    finally:
+        spark.stop()
+
+
+def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobState) -> dict[str, Any] | None:
+    from jobs.kafka_source import KafkaSource
+    from jobs.metrics import JsonLines
+    from jobs.records import classify
+
+    spark.dataSource.register(KafkaSource)
+    reader = (
+        spark.readStream.format("gesscale_kafka")
+        .option("bootstrap", cfg.bootstrap)
+        .option("topic", cfg.input)
+        .option("maxRowsPerRange", str(cfg.max_rows_per_range))
+        .option("startingOffsets", cfg.starting_offsets)
+    )
+    if cfg.max_rows_per_batch:
+        reader = reader.option("maxRowsPerBatch", str(cfg.max_rows_per_batch))
+    spark.streams.addListener(
+        _listener(tracker, control, state, JsonLines(cfg.metrics_jsonl) if cfg.metrics_jsonl else None))
+    writer = (
+        classify(reader.load(), cfg.input)
+        .writeStream.queryName("gesscale-enrich")
+        .foreachBatch(_batch_writer(cfg, state))
+        .option("checkpointLocation", str(cfg.checkpoint))
+    )
+    if cfg.available_now:
+        writer = writer.trigger(availableNow=True)
+    elif cfg.trigger_ms > 0:
+        writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
+    query = writer.start()
+    state.last_rows_at = time.monotonic()
+    stop = threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(0.5)
+            status = query.status
+            if status.get("isDataAvailable"):
+                state.last_rows_at = time.monotonic()
+            idle = cfg.stop_when_idle_s
+            if idle is not None and time.monotonic() - state.last_rows_at > idle:
+                log.info("no new input for %.0f s: stopping", idle)
+                break
+        _stop_between_batches(query)
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
+        return tracker.latest
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _stop_between_batches(query: Any, patience_s: float = 60.0) -> None:
+    """Stop the query when no micro-batch is running (waiting at most `patience_s`), so none is cut short."""
+    deadline = time.monotonic() + patience_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if query.isActive:
+        query.stop()

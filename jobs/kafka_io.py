@@ -1,0 +1,106 @@
+"""Small kafka-python helpers of the job: topic metadata, a writer that fails loudly, and a key scan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+SCAN_IDLE_POLLS = 60  # one-second polls without a record before a key scan gives up
+
+
+def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    """Number of partitions of each topic; a missing topic counts 0."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        return {t: len(consumer.partitions_for_topic(t) or ()) for t in topics}
+    finally:
+        consumer.close()
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create `topic` with `partitions` partitions unless it exists."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gesscale-job")
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+
+
+def end_offsets(bootstrap: str, topics: list[str]) -> dict[str, dict[int, int]]:
+    """Current end offset of every partition of `topics`."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        out: dict[str, dict[int, int]] = {}
+        for t in topics:
+            tps = [TopicPartition(t, p) for p in sorted(consumer.partitions_for_topic(t) or ())]
+            out[t] = {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
+        return out
+    finally:
+        consumer.close()
+
+
+def read_keys(bootstrap: str, topic: str, partition: int, start: int) -> set[bytes]:
+    """Keys of the records of one partition from `start` up to its current end."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                             check_crcs=False, max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
+    tp = TopicPartition(topic, partition)
+    keys: set[bytes] = set()
+    try:
+        consumer.assign([tp])
+        end = consumer.end_offsets([tp])[tp]
+        if end <= start:
+            return keys
+        consumer.seek(tp, start)
+        idle = 0
+        while (consumer.position(tp) or start) < end:
+            got = consumer.poll(timeout_ms=1000, max_records=100_000).get(tp, [])
+            idle = 0 if got else idle + 1
+            if idle >= SCAN_IDLE_POLLS:
+                raise TimeoutError(f"{topic}[{partition}]: stuck before offset {end} while scanning for keys")
+            keys.update(rec.key for rec in got if rec.offset < end)
+        return keys
+    finally:
+        consumer.close()
+
+
+class KafkaWriter:
+    """Sends records to explicit partitions; `flush` raises the first send error so the Spark task fails.
+
+    No producer retries: a failed task is retried by Spark, and the sink skips what the failed attempt wrote.
+    """
+
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0, linger_ms=10,
+                                       batch_size=1 << 20, max_request_size=4 << 20, client_id="gesscale-sink")
+        self._error: BaseException | None = None
+
+    def _failed(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+
+    def send(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
+        """Queue one record."""
+        self._producer.send(topic, key=key, value=value, partition=partition).add_errback(self._failed)
+        if self._error is not None:
+            raise RuntimeError(f"Kafka write failed: {self._error}") from self._error
+
+    def flush(self) -> None:
+        """Wait until every queued record is acknowledged; raise if any was not."""
+        self._producer.flush()
+        if self._error is not None:
+            raise RuntimeError(f"Kafka write failed: {self._error}") from self._error
+
+    def close(self) -> None:
+        """Release the connection (after `flush`, or on failure without waiting)."""
+        self._producer.close(timeout=5)
+
+    def __enter__(self) -> KafkaWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

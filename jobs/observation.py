@@ -1,0 +1,83 @@
+"""Turns Spark's streaming progress into the controller's observation (pure: no Spark, no I/O).
+
+Back pressure (DESIGN §3): Spark has no back-pressure gauge, so the source side is measured by admission
+control. A micro-batch is *held back* when, as it was planned, the broker held more records than the batch took
+(some partition's latest offset > the batch's end offset, i.e. `maxRowsPerBatch` bound it). `bp_upstream` is the
+fraction of the micro-batches that finished in the last `window_s` seconds that were held back. `bp_operator`
+is 0: the job writes to Kafka (or files), whose producer never pushes back on the operator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from datetime import datetime
+from typing import Any
+
+from jobs.offsets import held_back, normalise, total
+
+OBSERVATION_KEYS = (
+    "time", "batch_id", "num_input_rows", "input_rate", "processed_rate", "batch_duration_ms", "backlog",
+    "held_back", "bp_upstream", "bp_operator", "bp_window_s", "executors",
+)
+
+
+def _offsets(value: Any) -> dict[str, int]:
+    """Progress offsets arrive as dicts or JSON strings, or null before the first batch."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value)
+    return normalise(value)
+
+
+def _unix(ts: str) -> float:
+    """Spark progress timestamps look like `2026-11-22T06:40:01.123Z`."""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+class ObservationTracker:
+    """Keeps the recent batches and builds one observation per progress event.
+
+    `executors` are dicts `{"id": str, "host": str}` as reported by the executor control.
+    """
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        if window_s <= 0:
+            raise ValueError("window_s must be > 0")
+        self.window_s = window_s
+        self._recent: deque[tuple[float, bool]] = deque()
+        self.latest: dict[str, Any] | None = None
+
+    def update(self, progress: dict[str, Any], executors: list[dict[str, str]]) -> dict[str, Any]:
+        """Fold one progress event (Spark's progress JSON as a dict) into an observation and return it."""
+        duration_ms = int(progress.get("batchDuration") or progress.get("durationMs", {}).get("triggerExecution", 0))
+        done = _unix(progress["timestamp"]) + duration_ms / 1000.0
+        latest_sum = end_sum = 0
+        held = False
+        for src in progress.get("sources", []):
+            end = _offsets(src.get("endOffset"))
+            latest = _offsets(src.get("latestOffset")) or end
+            latest_sum += total(latest)
+            end_sum += total(end)
+            held = held or held_back(end, latest)
+        self._recent.append((done, held))
+        while self._recent and self._recent[0][0] < done - self.window_s:
+            self._recent.popleft()
+        bp = sum(1 for _, h in self._recent if h) / len(self._recent)
+        obs = {
+            "time": round(done, 3),
+            "batch_id": int(progress["batchId"]),
+            "num_input_rows": int(progress.get("numInputRows", 0)),
+            "input_rate": float(progress.get("inputRowsPerSecond") or 0.0),
+            "processed_rate": float(progress.get("processedRowsPerSecond") or 0.0),
+            "batch_duration_ms": duration_ms,
+            "backlog": max(0, latest_sum - end_sum),
+            "held_back": held,
+            "bp_upstream": bp,
+            "bp_operator": 0.0,
+            "bp_window_s": self.window_s,
+            "executors": [{"id": str(e["id"]), "host": str(e["host"])} for e in executors],
+        }
+        self.latest = obs
+        return obs

@@ -1,0 +1,101 @@
+"""Start and stop Spark standalone daemons (master, workers) from the pyspark installation.
+
+pyspark from PyPI has `bin/spark-class` but no `sbin/start-*.sh`, so daemons are launched directly as
+`spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`, each in its own process group so it
+can be stopped with everything it started (executors, Python workers).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gesscale.errors import UserError
+
+
+def spark_home() -> Path:
+    """The folder of the installed pyspark (it is a complete SPARK_HOME)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _wait_port(host: str, port: int, proc: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UserError(f"Spark daemon exited at start-up (code {proc.returncode}); see {log}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise UserError(f"Spark daemon did not listen on {host}:{port} within {timeout_s:.0f} s; see {log}")
+
+
+@dataclass
+class Daemon:
+    """A running master or worker process."""
+
+    name: str
+    host: str
+    port: int
+    process: subprocess.Popen
+    log: Path
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM the daemon's process group, SIGKILL it if it lingers."""
+        if self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout_s)
+        except ProcessLookupError:
+            pass
+
+
+def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Path, timeout_s: float) -> Daemon:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise UserError(f"cannot start Spark {name}: {host}:{port} is taken") from err
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / f"{name}.log"
+    env = dict(os.environ)
+    env.update(SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=env.get("PYSPARK_PYTHON", sys.executable),
+               SPARK_LOG_DIR=str(work), SPARK_WORKER_DIR=str(work / "work"))
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), cls, *args], stdout=fh,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    daemon = Daemon(name, host, port, proc, log)
+    try:
+        _wait_port(host, port, proc, log, timeout_s)
+    except BaseException:
+        daemon.stop()
+        raise
+    return daemon
+
+
+def start_master(host: str, port: int, ui_port: int, work: Path, timeout_s: float = 60.0) -> Daemon:
+    """Start a standalone master on host:port (UI on ui_port); its URL is `spark://host:port`."""
+    return _launch("master", "org.apache.spark.deploy.master.Master",
+                   ["--host", host, "--port", str(port), "--webui-port", str(ui_port)], host, port, work, timeout_s)
+
+
+def start_worker(master_url: str, host: str, port: int, ui_port: int, work: Path, cores: int = 1,
+                 memory: str = "1g", timeout_s: float = 60.0) -> Daemon:
+    """Start a worker bound to `host` offering `cores` cores to the master at `master_url`."""
+    return _launch(f"worker-{host}", "org.apache.spark.deploy.worker.Worker",
+                   ["--host", host, "--port", str(port), "--webui-port", str(ui_port), "--cores", str(cores),
+                    "--memory", memory, "--work-dir", str(work / "work"), master_url],
+                   host, port, work, timeout_s)

@@ -1,0 +1,145 @@
+"""The driver's HTTP API and the scaling hook, over a real socket, with an in-memory executor control.
+
+The Spark-backed control is exercised against a real standalone cluster in test_standalone_scaling.py; here
+an in-memory cluster stands in so that routes, auth and the waiting logic are checked quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jobs.executors import ScalingUnsupported
+from jobs.hook import HookError, ScalingHook
+from jobs.http_api import DriverApi, serve
+from jobs.metrics import prometheus_text
+
+TOKEN = "s3cret-token"
+PORT = 18091
+
+
+class InMemoryCluster:
+    """Executors appear on the free hosts when the target rises (one per host), as a standalone master does."""
+
+    def __init__(self, hosts: list[str], local: bool = False) -> None:
+        self.free = list(hosts)
+        self.running: list[dict[str, Any]] = []
+        self._target: int | None = None
+        self._next = 0
+        self.local = local
+
+    def executors(self) -> list[dict[str, Any]]:
+        return list(self.running)
+
+    def target(self) -> int | None:
+        return self._target
+
+    def set_target(self, n: int) -> None:
+        if self.local:
+            raise ScalingUnsupported("local master")
+        self._target = n
+        while len(self.running) < n and self.free:
+            host = self.free.pop(0)
+            self.running.append({"id": str(self._next), "host": host, "port": 4000})
+            self._next += 1
+
+    def kill(self, ids: list[str]) -> list[str]:
+        gone = [e for e in self.running if e["id"] in ids]
+        self.running = [e for e in self.running if e["id"] not in ids]
+        self.free += [e["host"] for e in gone]
+        self._target = max(0, (self._target or 0) - len(gone))
+        return [e["id"] for e in gone]
+
+
+OBS = {"time": 1.0, "batch_id": 4, "num_input_rows": 10, "input_rate": 5.0, "processed_rate": 7.5,
+       "batch_duration_ms": 20, "backlog": 30, "held_back": True, "bp_upstream": 0.5, "bp_operator": 0.0,
+       "bp_window_s": 60.0, "executors": [{"id": "0", "host": "127.0.0.21"}]}
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[DriverApi, InMemoryCluster]]:
+    cluster = InMemoryCluster(["127.0.0.21", "127.0.0.22"])
+    cluster.set_target(1)
+    driver_api = DriverApi(lambda: OBS, prometheus_text(lambda: OBS), ScalingHook(cluster, sleep=lambda s: None),
+                           TOKEN)
+    server = serve(driver_api, "127.0.0.1", PORT)
+    try:
+        yield driver_api, cluster
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def call(method: str, path: str, body: dict | None = None, token: str | None = TOKEN) -> tuple[int, Any]:
+    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            raw, status = resp.read(), resp.status
+    except urllib.error.HTTPError as err:
+        raw, status = err.read(), err.code
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode()
+
+
+def test_metrics_and_observation_are_open(api: Any) -> None:
+    status, text = call("GET", "/metrics", token=None)
+    assert status == 200
+    assert "gesscale_job_backlog 30.0" in text
+    assert "gesscale_job_bp_upstream 0.5" in text
+    assert 'gesscale_job_executor{host="127.0.0.21",id="0"} 1.0' in text
+    assert call("GET", "/observation", token=None) == (200, OBS)
+
+
+def test_hook_needs_the_token(api: Any) -> None:
+    assert call("GET", "/executors", token=None)[0] == 401
+    assert call("GET", "/executors", token="wrong")[0] == 401
+    driver_api, _ = api
+    driver_api.token = None
+    status, body = call("GET", "/executors")
+    assert status == 403 and "GESSCALE_JOB_TOKEN" in body["error"]
+
+
+def test_add_then_remove_by_host(api: Any) -> None:
+    status, body = call("POST", "/executors/add", {"host": "127.0.0.22", "wait_s": 1})
+    assert status == 200
+    assert body["on_requested_host"] is True
+    assert [e["host"] for e in body["added"]] == ["127.0.0.22"]
+    assert body["target"] == 2
+    status, body = call("POST", "/executors/remove", {"host": "127.0.0.21"})
+    assert status == 200 and body["gone"] is True
+    assert [e["host"] for e in body["executors"]] == ["127.0.0.22"]
+    assert body["target"] == 1
+    status, body = call("GET", "/executors")
+    assert status == 200 and body["target"] == 1
+
+
+def test_bad_requests_are_400_and_unsupported_is_409(api: Any) -> None:
+    assert call("POST", "/executors/remove", {"host": "10.0.0.9"})[0] == 400
+    assert call("POST", "/executors/remove", {})[0] == 400
+    assert call("POST", "/executors/target", {"target": -1})[0] == 400
+    assert call("POST", "/executors/target", {})[0] == 400
+    assert call("POST", "/nowhere", {})[0] == 404
+    driver_api, _ = api
+    driver_api.hook = ScalingHook(InMemoryCluster([], local=True), sleep=lambda s: None)
+    assert call("POST", "/executors/target", {"target": 2})[0] == 409
+
+
+def test_add_reports_when_the_executor_lands_elsewhere() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    ticks = iter(range(100))
+    hook = ScalingHook(cluster, sleep=lambda s: None, clock=lambda: float(next(ticks)))
+    result = hook.add(host="b", wait_s=3)
+    assert result["on_requested_host"] is False
+    assert [e["host"] for e in result["added"]] == ["a"]
+    with pytest.raises(HookError):
+        hook.remove()

@@ -1,0 +1,52 @@
+"""Progress event → observation: backlog, held-back batches, the bp_upstream window."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.observation import OBSERVATION_KEYS, ObservationTracker
+
+
+def progress(batch: int, ts: str, end: dict, latest: dict, rows: int = 100, duration: int = 1000) -> dict:
+    return {
+        "batchId": batch, "timestamp": ts, "numInputRows": rows, "inputRowsPerSecond": 50.0,
+        "processedRowsPerSecond": 100.0, "batchDuration": duration,
+        "sources": [{"startOffset": {"0": 0}, "endOffset": end, "latestOffset": latest}],
+    }
+
+
+EXECUTORS = [{"id": "1", "host": "127.0.0.21", "port": 4000}]
+
+
+def test_observation_has_the_contract_keys_and_backlog() -> None:
+    obs = ObservationTracker(60).update(
+        progress(3, "2026-11-22T06:00:00.000Z", {"0": 10, "1": 20}, '{"0": 15, "1": 40}'), EXECUTORS)
+    assert set(OBSERVATION_KEYS) <= set(obs)
+    assert obs["backlog"] == 25
+    assert obs["held_back"] is True
+    assert obs["batch_id"] == 3
+    assert obs["batch_duration_ms"] == 1000
+    assert obs["bp_operator"] == 0.0
+    assert obs["executors"] == [{"id": "1", "host": "127.0.0.21"}]
+
+
+def test_bp_upstream_is_the_held_back_fraction_within_the_window() -> None:
+    tracker = ObservationTracker(window_s=10)
+    seq = [
+        ("2026-11-22T06:00:00Z", True), ("2026-11-22T06:00:02Z", True), ("2026-11-22T06:00:04Z", False),
+        ("2026-11-22T06:00:06Z", False),
+    ]
+    for i, (ts, held) in enumerate(seq):
+        obs = tracker.update(progress(i, ts, {"0": 10}, {"0": 11 if held else 10}), [])
+    assert obs["bp_upstream"] == pytest.approx(0.5)
+    # 20 s later the two held-back batches have left the window
+    obs = tracker.update(progress(9, "2026-11-22T06:00:26Z", {"0": 10}, {"0": 10}), [])
+    assert obs["bp_upstream"] == 0.0
+    assert tracker.latest is obs
+
+
+def test_missing_latest_offset_means_no_backlog_and_bad_window_is_refused() -> None:
+    p = progress(0, "2026-11-22T06:00:00Z", {"0": 10}, None)
+    assert ObservationTracker().update(p, [])["backlog"] == 0
+    with pytest.raises(ValueError):
+        ObservationTracker(0)

@@ -1,0 +1,114 @@
+"""The pacing loop: send each scheduled record when it is due, keep the sink serviced, report progress.
+
+It sleeps until the next record is due (never busy-waits for more than a millisecond), sends everything already
+due in one go, applies flow control when the sink has too many unacknowledged records (a broker outage: the
+loop waits, then catches up), and at the end drains the sink so that "sent" means acknowledged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from producer.records import RideEncoder
+from producer.schedule import Scheduled
+from producer.sinks import Sink
+
+
+@dataclass
+class ReplayStats:
+    """Live and final figures of one replay (all times in seconds since the first record was due)."""
+
+    sent: int = 0
+    acked: int = 0
+    pending: int = 0
+    resent: int = 0
+    last_due_s: float = 0.0
+    last_send_s: float = 0.0
+    elapsed_s: float = 0.0
+    worst_lag_s: float = 0.0
+    drained: bool = True
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def target_rate(self) -> float:
+        """Records/s the schedule asked for: records sent over the schedule's span."""
+        return self.sent / self.last_due_s if self.last_due_s > 0 else 0.0
+
+    @property
+    def achieved_rate(self) -> float:
+        """Records/s actually sent: records over the time from start to the last send."""
+        return self.sent / self.last_send_s if self.last_send_s > 0 else 0.0
+
+    @property
+    def rate_error(self) -> float:
+        """Relative shortfall of the achieved rate (0.03 = 3 % slower than asked)."""
+        return 1.0 - self.achieved_rate / self.target_rate if self.target_rate else 0.0
+
+
+def replay(
+    schedule: Iterable[Scheduled],
+    sink: Sink,
+    *,
+    max_pending: int = 100_000,
+    limit: int | None = None,
+    progress: Callable[[ReplayStats], None] | None = None,
+    progress_every_s: float = 0.25,
+    drain_timeout_s: float = 300.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ReplayStats:
+    """Send `schedule` to `sink` on time; stop after `limit` records if given. Ctrl-C ends it early, cleanly."""
+    stats = ReplayStats()
+    start = clock()
+    next_report = 0.0
+    ride_seen = None
+    encoder: RideEncoder | None = None
+    try:
+        for due, ride, dup in schedule:
+            if limit is not None and stats.sent >= limit:
+                break
+            now = clock() - start
+            while now < due:
+                sink.service()
+                if progress is not None and now >= next_report:
+                    _refresh(stats, sink, now)
+                    progress(stats)
+                    next_report = now + progress_every_s
+                sleep(min(due - now, 0.05))
+                now = clock() - start
+            if ride is not ride_seen:
+                encoder, ride_seen = RideEncoder(ride), ride
+            sink.send(encoder.key_bytes, encoder.value(dup))
+            stats.sent += 1
+            stats.last_due_s = due
+            stats.last_send_s = now
+            lag = now - due
+            if lag > stats.worst_lag_s:
+                stats.worst_lag_s = lag
+            if stats.sent & 1023 == 0:
+                sink.service()
+                while sink.pending() > max_pending:
+                    sleep(0.005)
+                    sink.service()
+                if progress is not None and now >= next_report:
+                    _refresh(stats, sink, now)
+                    progress(stats)
+                    next_report = now + progress_every_s
+    except KeyboardInterrupt:
+        stats.interrupted = True
+        stats.notes.append("interrupted: stopped sending, delivering what was sent")
+    stats.drained = sink.drain(drain_timeout_s)
+    _refresh(stats, sink, clock() - start)
+    if progress is not None:
+        progress(stats)
+    return stats
+
+
+def _refresh(stats: ReplayStats, sink: Sink, now: float) -> None:
+    stats.acked = sink.acked
+    stats.pending = sink.pending()
+    stats.resent = sink.resent
+    stats.elapsed_s = now

@@ -1,0 +1,123 @@
+"""`gesscale produce` as a function: options → ride source → schedule → sink → replay → summary figures."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gesscale.errors import UserError
+from producer.replay import ReplayStats, replay
+from producer.schedule import Scheduled, by_event_time, by_rate_profile
+from producer.sinks import KafkaSink, MqttSink, Notify, Sink
+from producer.source import RideSource, file_source, synthetic_source
+
+
+@dataclass
+class ProduceOptions:
+    """Everything `gesscale produce` can be told (see its --help for each)."""
+
+    file: Path | None = None
+    fmt: str = "auto"
+    speed: float = 10.0
+    duplication: int = 3
+    pattern: str | None = None
+    rate: float | None = None
+    duration_s: float | None = None
+    seed: int = 1
+    days: float = 2.0
+    rides_per_day: int = 500_000
+    limit: int | None = None
+    kafka: str = "127.0.0.1:9092"
+    topic: str = "rides"
+    partitions: int = 8
+    mqtt: str | None = None
+    mqtt_topic: str = "rides"
+    qos: int = 1
+
+
+@dataclass
+class ProduceResult:
+    """What a produce run did: replay figures, the source's read/skip counts, where records went."""
+
+    stats: ReplayStats
+    source: RideSource
+    destination: str
+    pacing: str
+
+
+def _check(opts: ProduceOptions) -> None:
+    if opts.speed <= 0:
+        raise UserError("--speed must be > 0")
+    if opts.duplication < 1:
+        raise UserError("--duplication must be >= 1")
+    if opts.pattern and opts.rate:
+        raise UserError("give either --pattern or --rate, not both")
+    if opts.rate is not None and not opts.duration_s:
+        raise UserError("--rate needs --duration")
+    if opts.qos not in (0, 1):
+        raise UserError("--qos must be 0 or 1")
+
+
+def build_source(opts: ProduceOptions) -> RideSource:
+    """The file's rides, or the synthetic trace (endless when a rate pattern sets the pace)."""
+    if opts.file is not None:
+        return file_source(opts.file, opts.fmt)
+    paced_by_pattern = bool(opts.pattern or opts.rate)
+    return synthetic_source(None if paced_by_pattern else opts.days, opts.rides_per_day, opts.seed)
+
+
+def build_schedule(opts: ProduceOptions, source: RideSource) -> tuple[Iterable[Scheduled], str]:
+    """The record schedule and a one-line description of the pacing."""
+    from gesscale.workloads import rate_profile
+    from producer.pattern import constant_rate, parse_pattern
+
+    if opts.pattern or opts.rate:
+        spec = constant_rate(opts.rate, int(opts.duration_s or 0)) if opts.rate else parse_pattern(opts.pattern or "")
+        duration = int(opts.duration_s) if opts.duration_s else None
+        profile = rate_profile(spec, duration_s=duration, seed=opts.seed)
+        desc = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "kind")
+        pacing = (
+            f"pattern {spec['kind']} ({desc}), {len(profile)} s, {int(profile.sum())} records planned, "
+            f"x{opts.duplication} per ride"
+        )
+        return by_rate_profile(source, profile, opts.duplication), pacing
+    schedule: Iterable[Scheduled] = by_event_time(source, opts.speed, opts.duplication)
+    pacing = f"event time x{opts.speed:g}, each ride x{opts.duplication}"
+    if opts.duration_s:
+        end = opts.duration_s
+        schedule = itertools.takewhile(lambda item: item[0] < end, schedule)
+        pacing += f", first {opts.duration_s:g} s"
+    return schedule, pacing
+
+
+def build_sink(opts: ProduceOptions, notify: Notify) -> tuple[Sink, str]:
+    """A Kafka sink (topic created with `partitions` if missing) or an MQTT sink when `mqtt` is set."""
+    if opts.mqtt:
+        host, _, port = opts.mqtt.rpartition(":")
+        if not port.isdigit():
+            raise UserError(f"--mqtt must be host:port, got {opts.mqtt!r}")
+        client_id = f"gesscale-producer-{os.getpid()}"
+        sink = MqttSink(host or "127.0.0.1", int(port), opts.mqtt_topic, opts.qos, notify, client_id)
+        return sink, f"MQTT {opts.mqtt} topic {opts.mqtt_topic} (QoS {opts.qos})"
+    from gesscale.brokers.topics import ensure_topic
+
+    partitions = ensure_topic(opts.kafka, opts.topic, opts.partitions)
+    return KafkaSink(opts.kafka, opts.topic, notify), f"Kafka {opts.kafka} topic {opts.topic} ({partitions} partitions)"
+
+
+def produce(
+    opts: ProduceOptions, notify: Notify, progress: Callable[[ReplayStats], None] | None = None
+) -> ProduceResult:
+    """Run one replay to the end (or `limit`, or Ctrl-C) and return its figures."""
+    _check(opts)
+    source = build_source(opts)  # reads the file's first line: a bad file fails before any broker is touched
+    schedule, pacing = build_schedule(opts, source)
+    sink, destination = build_sink(opts, notify)
+    try:
+        stats = replay(schedule, sink, limit=opts.limit, progress=progress)
+    finally:
+        sink.close()
+    return ProduceResult(stats=stats, source=source, destination=destination, pacing=pacing)

@@ -1,0 +1,264 @@
+"""Where the producer's records go: Kafka (kafka-python) or MQTT (paho-mqtt 2.x), behind one small interface.
+
+A sink accepts records without blocking, learns asynchronously which were acknowledged, and never forgets a
+record it was given: a record whose delivery failed (broker gone longer than the client's own retries) goes
+back into a retry queue that is re-sent, with exponential backoff, once the broker answers again. Progress and
+outages are reported through `notify`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from gesscale.errors import UserError
+
+Notify = Callable[[str], None]
+
+
+class Sink(Protocol):
+    """What the replay loop needs from a destination."""
+
+    acked: int
+    resent: int
+
+    def send(self, key: bytes, value: bytes) -> None:
+        """Hand over one record (non-blocking apart from client-side buffering)."""
+
+    def service(self) -> None:
+        """Collect acknowledgements and re-send failed records when their backoff has passed."""
+
+    def pending(self) -> int:
+        """Records handed over but not yet acknowledged (including those waiting for a retry)."""
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every record is acknowledged; False when `timeout_s` passed first."""
+
+    def close(self) -> None:
+        """Release the client."""
+
+
+class Backoff:
+    """Exponential backoff between retry rounds: 0.5 s doubling up to 10 s, reset on success."""
+
+    def __init__(self, first_s: float = 0.5, max_s: float = 10.0) -> None:
+        self.first_s, self.max_s = first_s, max_s
+        self.delay_s = 0.0
+        self.next_at = 0.0
+
+    def ready(self, now: float) -> bool:
+        """True when a retry may be attempted now."""
+        return now >= self.next_at
+
+    def failed(self, now: float) -> float:
+        """Record a failed round; returns the wait until the next one."""
+        self.delay_s = self.first_s if self.delay_s == 0 else min(self.max_s, self.delay_s * 2)
+        self.next_at = now + self.delay_s
+        return self.delay_s
+
+    def succeeded(self) -> None:
+        """Reset after the broker answered."""
+        self.delay_s, self.next_at = 0.0, 0.0
+
+
+class OutageTracker:
+    """Turns "acks stopped / failures seen" into one report when an outage starts and one when it ends."""
+
+    def __init__(self, notify: Notify, what: str, stall_s: float = 3.0) -> None:
+        self.notify, self.what, self.stall_s = notify, what, stall_s
+        self.since: float | None = None
+        self.outages = 0
+        self.down_s = 0.0
+
+    def down(self, now: float, detail: str) -> None:
+        """The broker looks unreachable."""
+        if self.since is None:
+            self.since = now
+            self.outages += 1
+            self.notify(f"{self.what} unreachable: {detail}; retrying with backoff")
+
+    def up(self, now: float, pending: int) -> None:
+        """Acks flow again."""
+        if self.since is not None:
+            self.down_s += now - self.since
+            self.notify(f"{self.what} back after {now - self.since:.1f} s; {pending} records still in flight")
+            self.since = None
+
+
+class KafkaSink:
+    """Kafka through kafka-python: batching, key = ride id, acks=all, failed records re-sent."""
+
+    def __init__(self, bootstrap: str, topic: str, notify: Notify, *, linger_ms: int = 5,
+                 batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000) -> None:  # fmt: skip
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        self.topic = topic
+        self.notify = notify
+        try:
+            self._producer = KafkaProducer(
+                bootstrap_servers=bootstrap,
+                client_id="gesscale-producer",
+                acks="all",
+                linger_ms=linger_ms,
+                batch_size=batch_size,
+                delivery_timeout_ms=delivery_timeout_ms,
+                request_timeout_ms=min(10_000, delivery_timeout_ms - linger_ms - 1),
+                max_block_ms=2_000,
+                reconnect_backoff_ms=200,
+                reconnect_backoff_max_ms=5_000,
+                retry_backoff_ms=200,
+                bootstrap_timeout_ms=10_000,
+            )
+        except KafkaError as err:
+            raise UserError(f"cannot reach Kafka at {bootstrap}: {err}") from None
+        self._inflight: collections.deque = collections.deque()
+        self._retry: collections.deque[tuple[bytes, bytes]] = collections.deque()
+        self._backoff = Backoff()
+        self._outage = OutageTracker(notify, f"Kafka {bootstrap}")
+        self._last_ack = time.monotonic()
+        self.acked = 0
+        self.resent = 0
+
+    def send(self, key: bytes, value: bytes) -> None:
+        """Queue one record; a client-side failure puts it into the retry queue instead of raising."""
+        if self._retry:
+            self._retry.append((key, value))
+            return
+        self._send(key, value)
+
+    def _send(self, key: bytes, value: bytes) -> bool:
+        from kafka.errors import KafkaError
+
+        try:
+            future = self._producer.send(self.topic, key=key, value=value)
+        except KafkaError as err:
+            self._retry.append((key, value))
+            now = time.monotonic()
+            self._outage.down(now, f"send failed ({type(err).__name__})")
+            self._backoff.failed(now)
+            return False
+        self._inflight.append((future, key, value))
+        return True
+
+    def service(self) -> None:
+        """Count acks, move failed records to the retry queue, re-send when the backoff allows."""
+        now = time.monotonic()
+        inflight = self._inflight
+        while inflight and inflight[0][0].is_done:
+            future, key, value = inflight.popleft()
+            if future.succeeded():
+                self.acked += 1
+                self._last_ack = now
+            else:
+                self._retry.append((key, value))
+                self._outage.down(now, f"delivery failed ({type(future.exception).__name__})")
+                self._backoff.failed(now)
+        if inflight and now - self._last_ack > self._outage.stall_s:
+            self._outage.down(now, f"no acknowledgement for {now - self._last_ack:.0f} s, {len(inflight)} in flight")
+        elif self._outage.since is not None and now - self._last_ack < 1.0 and not self._retry:
+            self._backoff.succeeded()
+            self._outage.up(now, self.pending())
+        if self._retry and self._backoff.ready(now):
+            self._resend(now)
+
+    def _resend(self, now: float) -> None:
+        """Hand the retry queue back to the client; a send that fails again re-arms the backoff."""
+        while self._retry:
+            key, value = self._retry.popleft()
+            if not self._send(key, value):
+                return
+            self.resent += 1
+
+    def pending(self) -> int:
+        """Records not yet acknowledged."""
+        return len(self._inflight) + len(self._retry)
+
+    def drain(self, timeout_s: float) -> bool:
+        """Flush and service until nothing is pending or the timeout passes."""
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + timeout_s
+        while self.pending() and time.monotonic() < deadline:
+            with contextlib.suppress(KafkaError):  # a flush timeout just means: not yet
+                self._producer.flush(timeout=0.5)
+            self.service()
+            if self._retry:
+                time.sleep(0.05)
+        return self.pending() == 0
+
+    def close(self) -> None:
+        """Close the producer without waiting for unsent records (drain first)."""
+        self._producer.close(timeout=1)
+
+
+class MqttSink:
+    """MQTT through paho-mqtt 2.x: QoS 0 or 1 to one topic; paho reconnects with backoff and re-sends QoS 1."""
+
+    def __init__(self, host: str, port: int, topic: str, qos: int, notify: Notify, client_id: str) -> None:
+        import paho.mqtt.client as mqtt
+
+        if qos not in (0, 1):
+            raise UserError(f"MQTT QoS must be 0 or 1, got {qos}")
+        self.topic, self.qos = topic, qos
+        self._mqtt = mqtt
+        self._client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False, reconnect_on_failure=True
+        )
+        self._client.max_inflight_messages_set(1000)
+        self._client.max_queued_messages_set(0)
+        self._client.reconnect_delay_set(min_delay=1, max_delay=10)
+        self._outage = OutageTracker(notify, f"MQTT {host}:{port}")
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_connect = self._on_connect
+        try:
+            self._client.connect(host, port, keepalive=30)
+        except OSError as err:
+            raise UserError(f"cannot reach MQTT broker at {host}:{port}: {err.strerror or err}") from None
+        self._client.loop_start()
+        self._inflight: collections.deque = collections.deque()
+        self.acked = 0
+        self.resent = 0
+        self.dropped = 0
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        self._outage.down(time.monotonic(), f"disconnected ({reason_code})")
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        self._outage.up(time.monotonic(), len(self._inflight))
+
+    def send(self, key: bytes, value: bytes) -> None:
+        """Publish one record; QoS 1 messages are kept by paho until the broker acknowledges them."""
+        info = self._client.publish(self.topic, value, qos=self.qos)
+        if self.qos == 0 and info.rc != self._mqtt.MQTT_ERR_SUCCESS:
+            self.dropped += 1  # QoS 0 promises nothing; counted, not retried
+            return
+        self._inflight.append(info)
+
+    def service(self) -> None:
+        """Count acknowledged publications (PUBACK for QoS 1, written for QoS 0)."""
+        inflight = self._inflight
+        while inflight and inflight[0].is_published():
+            inflight.popleft()
+            self.acked += 1
+
+    def pending(self) -> int:
+        """Publications not yet acknowledged."""
+        return len(self._inflight)
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every publication is acknowledged or the timeout passes."""
+        deadline = time.monotonic() + timeout_s
+        while self.pending() and time.monotonic() < deadline:
+            self.service()
+            time.sleep(0.01)
+        self.service()
+        return self.pending() == 0
+
+    def close(self) -> None:
+        """Disconnect and stop paho's network thread."""
+        self._client.disconnect()
+        self._client.loop_stop()

@@ -1,0 +1,72 @@
+"""The synthetic taxi trace used when no file is given (shared/DESIGN.md §4), deterministic for a seed.
+
+Ride completions arrive as a Poisson process whose hourly mean follows the weekday NYC shape of
+`gesscale.workloads` (the simulator's taxi workload: one definition of the shape for both), ~500 k rides a
+day by default. Pickups are drawn around Midtown Manhattan, trip times from a gamma distribution (median about
+9 minutes), distances from an ~11 mph average speed; every coordinate stays inside the NYC box of the cleaning
+rules, so synthetic rides are never skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from gesscale.workloads import rate_profile
+from producer.cleaning import NYC_LAT, NYC_LON
+from producer.records import Ride
+
+DEFAULT_START = datetime(2013, 5, 1)  # the Gesscale paper replays the first two days of May 2013
+CHUNK_S = 3600
+_CENTRE = (-73.980, 40.755)  # Midtown Manhattan
+_SPREAD = (0.025, 0.035)  # degrees (lon, lat), one standard deviation
+_MILES_PER_DEG = (52.4, 69.0)  # at 40.75 N
+
+
+def _clip(values: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    margin = 0.01
+    return np.clip(values, bounds[0] + margin, bounds[1] - margin)
+
+
+def synthetic_rides(
+    start: datetime = DEFAULT_START, days: float | None = 2.0, rides_per_day: int = 500_000, seed: int = 1
+) -> Iterator[Ride]:
+    """Rides in event-time (dropoff) order from `start` for `days` days (None: without end)."""
+    rng = np.random.default_rng(seed)
+    total_s = None if days is None else int(round(days * 86400))
+    spec = {"kind": "taxi", "speed": 1, "duplication": 1, "rides_per_day": rides_per_day}
+    seq = 0
+    offset = 0
+    medallions = [f"{v:032X}" for v in rng.integers(0, 2**63, size=13_000, dtype=np.int64)]
+    while total_s is None or offset < total_s:
+        length = CHUNK_S if total_s is None else min(CHUNK_S, total_s - offset)
+        spec["start_hour"] = (start.hour + start.minute / 60 + offset / 3600) % 24
+        counts = rate_profile(spec, duration_s=length, seed=int(rng.integers(0, 2**31)))
+        n = int(counts.sum())
+        seconds = np.repeat(np.arange(length), counts.astype(int)) + offset
+        trip_s = np.clip(rng.gamma(2.0, 330.0, n), 60, 7200).astype(int)
+        miles = np.round(trip_s / 3600.0 * 11.0 * rng.uniform(0.6, 1.4, n), 2)
+        plon = _clip(rng.normal(_CENTRE[0], _SPREAD[0], n), NYC_LON)
+        plat = _clip(rng.normal(_CENTRE[1], _SPREAD[1], n), NYC_LAT)
+        angle = rng.uniform(0, 2 * np.pi, n)
+        dlon = _clip(plon + miles * np.cos(angle) / _MILES_PER_DEG[0], NYC_LON)
+        dlat = _clip(plat + miles * np.sin(angle) / _MILES_PER_DEG[1], NYC_LAT)
+        taxi = rng.integers(0, len(medallions), n)
+        for i in range(n):
+            dropoff = start + timedelta(seconds=int(seconds[i]))
+            seq += 1
+            yield Ride(
+                ride_id=f"s{seq}",
+                medallion=medallions[taxi[i]],
+                pickup_time=dropoff - timedelta(seconds=int(trip_s[i])),
+                dropoff_time=dropoff,
+                trip_time_s=int(trip_s[i]),
+                distance_mi=float(miles[i]),
+                pickup_lon=round(float(plon[i]), 6),
+                pickup_lat=round(float(plat[i]), 6),
+                dropoff_lon=round(float(dlon[i]), 6),
+                dropoff_lat=round(float(dlat[i]), 6),
+            )
+        offset += length

@@ -1,0 +1,310 @@
+"""What `gesscale k8s submit` generates for Spark on Kubernetes (pure: dicts in, dicts out, no I/O).
+
+- the Spark settings of the job (`spark_conf`): k8s master, image, namespace, the executor node selector on the
+  pool label, executor labels, resources sized for Pi-class nodes, the driver's service account, the executor
+  pod template file;
+- the executor pod template (`executor_pod_template`): node selector on the pool label plus a *required* pod
+  anti-affinity by hostname among this application's executors — one executor per node, so the node the
+  controller labels is the node that gets the next executor;
+- the driver side (`driver_manifests`): a one-replica Deployment (strategy Recreate) running `gesscale job run`
+  with its checkpoint on a PersistentVolumeClaim, a Service for the driver's HTTP API, the ConfigMap holding the
+  pod template, and the driver's ServiceAccount with the Role Spark needs to manage its executor pods.
+
+The executor count the driver starts with is an annotation of the Deployment's pod template, read back through
+the downward API; the `restart` strategy changes that annotation, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gesscale.errors import UserError
+from gesscale.k8s.names import (
+    APP_LABEL,
+    EXECUTORS_ANNOTATION,
+    HOSTNAME_TOPOLOGY,
+    POOL_LABEL,
+    ROLE_LABEL,
+    check_dns_label,
+)
+
+TEMPLATE_DIR = "/opt/gesscale/k8s"
+TEMPLATE_FILE = "executor-pod-template.yaml"
+CHECKPOINT_MOUNT = "/checkpoint"
+EXECUTOR_CONTAINER = "spark-kubernetes-executor"  # the container name Spark gives executors
+
+
+def _mebibytes(text: str) -> int:
+    """Spark memory strings ('1g', '384m', '512k') in MiB."""
+    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+    t = text.strip().lower().removesuffix("b")
+    if not t or t[-1] not in units or not t[:-1].replace(".", "", 1).isdigit():
+        raise UserError(f"memory {text!r}: expected a number with k, m, g or t (e.g. 1g, 384m)")
+    return int(round(float(t[:-1]) * units[t[-1]]))
+
+
+@dataclass(frozen=True)
+class SubmitSpec:
+    """Every knob of the generated Spark-on-Kubernetes deployment, with defaults for Raspberry Pi 4 nodes.
+
+    A Pi 4 has 4 cores and 2-8 GB; one executor per node with 1 core and 1 GiB heap leaves room for the
+    kubelet, k3s and a co-located broker. The driver runs on any node except where `driver_node_selector`
+    says otherwise (e.g. the k3s server).
+    """
+
+    app: str = "gesscale-job"
+    namespace: str = "gesscale"
+    image: str = "gesscale-job:0.1.0"
+    bootstrap: str = "kafka.gesscale.svc:9092"
+    input_topic: str = "rides"
+    output_topic: str = "rides-enriched"
+    executors: int = 2
+    executor_cores: int = 1
+    executor_cpu_request: str = "1"
+    executor_cpu_limit: str = "1"
+    executor_memory: str = "1g"
+    executor_memory_overhead: str = "384m"
+    driver_memory: str = "1g"
+    driver_cpu_request: str = "500m"
+    driver_service_account: str = "gesscale-spark-driver"
+    controller_service_account: str = "gesscale-controller"
+    checkpoint_claim: str = "gesscale-checkpoint"
+    checkpoint_size: str = "2Gi"
+    storage_class: str | None = None  # None: the cluster's default (k3s: local-path)
+    token_secret: str = "gesscale-job-token"  # Secret with key `token`: the scaling hook's bearer token
+    http_port: int = 4041
+    ui_port: int = 4040
+    pool_label: str = POOL_LABEL
+    driver_node_selector: dict[str, str] = field(default_factory=dict)
+    extra_conf: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_dns_label(self.app, "application name")
+        check_dns_label(self.namespace, "namespace")
+        for what, name in (
+            ("driver service account", self.driver_service_account),
+            ("controller service account", self.controller_service_account),
+            ("checkpoint claim", self.checkpoint_claim),
+            ("token secret", self.token_secret),
+        ):
+            check_dns_label(name, what)
+        if self.executors < 0:
+            raise UserError("executors must be >= 0")
+        if self.executor_cores < 1:
+            raise UserError("executor cores must be >= 1")
+        for port in (self.http_port, self.ui_port):
+            if not 1 <= port <= 65535:
+                raise UserError(f"port {port} out of range")
+        _mebibytes(self.executor_memory)
+        _mebibytes(self.executor_memory_overhead)
+        _mebibytes(self.driver_memory)
+
+    @property
+    def executor_pod_memory(self) -> str:
+        """Memory request = limit of an executor pod: heap + overhead (what Spark itself asks for)."""
+        return f"{_mebibytes(self.executor_memory) + _mebibytes(self.executor_memory_overhead)}Mi"
+
+    @property
+    def driver_service(self) -> str:
+        """Name of the Service in front of the driver's HTTP API."""
+        return f"{self.app}-driver"
+
+    @property
+    def hook_url(self) -> str:
+        """In-cluster URL of the driver's HTTP API (metrics + scaling hook)."""
+        return f"http://{self.driver_service}.{self.namespace}.svc:{self.http_port}"
+
+
+def spark_conf(spec: SubmitSpec) -> dict[str, str]:
+    """The Spark settings of the job on Kubernetes, key by key (order is stable for printing)."""
+    conf = {
+        "spark.master": "k8s://https://kubernetes.default.svc",
+        "spark.submit.deployMode": "client",  # the driver is the Deployment's pod itself
+        "spark.kubernetes.namespace": spec.namespace,
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": spec.driver_service_account,
+        "spark.kubernetes.executor.podTemplateFile": f"{TEMPLATE_DIR}/{TEMPLATE_FILE}",
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.kubernetes.executor.podNamePrefix": spec.app,
+        f"spark.kubernetes.executor.node.selector.{spec.pool_label}": spec.app,
+        f"spark.kubernetes.executor.label.{APP_LABEL}": spec.app,
+        f"spark.kubernetes.executor.label.{ROLE_LABEL}": "executor",
+        "spark.kubernetes.executor.deleteOnTermination": "true",  # a removed executor's pod goes away
+        "spark.executor.cores": str(spec.executor_cores),
+        "spark.kubernetes.executor.request.cores": spec.executor_cpu_request,
+        "spark.kubernetes.executor.limit.cores": spec.executor_cpu_limit,
+        "spark.executor.memory": spec.executor_memory,
+        "spark.executor.memoryOverhead": spec.executor_memory_overhead,
+        "spark.driver.memory": spec.driver_memory,
+        "spark.dynamicAllocation.enabled": "false",  # the controller sets the executor target, not Spark
+        "spark.executorEnv.PYSPARK_PYTHON": "python3",
+    }
+    conf.update(spec.extra_conf)
+    return conf
+
+
+def executor_pod_template(spec: SubmitSpec) -> dict[str, Any]:
+    """The pod template every executor is made from: pool selector, one-per-node anti-affinity, resources."""
+    own = {APP_LABEL: spec.app, ROLE_LABEL: "executor"}
+    resources = {
+        "requests": {"cpu": spec.executor_cpu_request, "memory": spec.executor_pod_memory},
+        "limits": {"cpu": spec.executor_cpu_limit, "memory": spec.executor_pod_memory},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": dict(own)},
+        "spec": {
+            "nodeSelector": {spec.pool_label: spec.app},
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": dict(own)}, "topologyKey": HOSTNAME_TOPOLOGY}
+                    ]
+                }
+            },
+            "containers": [{"name": EXECUTOR_CONTAINER, "resources": resources}],
+        },
+    }
+
+
+def _driver_args(spec: SubmitSpec) -> list[str]:
+    args = [
+        "job", "run",
+        "--bootstrap", spec.bootstrap,
+        "--input", spec.input_topic,
+        "--output", spec.output_topic,
+        "--checkpoint", f"{CHECKPOINT_MOUNT}/{spec.app}",
+        "--master", spark_conf(spec)["spark.master"],
+        "--executors", "$(GESSCALE_EXECUTORS)",  # expanded by the kubelet from the env below
+        "--http-host", "0.0.0.0",
+        "--http-port", str(spec.http_port),
+        "--ui-port", str(spec.ui_port),
+        "--driver-host", "$(POD_IP)",
+    ]
+    conf = spark_conf(spec)
+    conf.pop("spark.master")
+    conf["spark.executor.instances"] = "$(GESSCALE_EXECUTORS)"
+    conf["spark.kubernetes.driver.pod.name"] = "$(POD_NAME)"  # executors are owned by (and die with) the driver
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def driver_manifests(spec: SubmitSpec, template_yaml: str) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding of the driver, pod-template ConfigMap, checkpoint claim, Service,
+    and the driver Deployment. `template_yaml` is the executor pod template as YAML text."""
+    ns = spec.namespace
+    labels = {APP_LABEL: spec.app, ROLE_LABEL: "driver"}
+    meta = {"namespace": ns, "labels": {APP_LABEL: spec.app}}
+    claim: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec.checkpoint_size}},
+    }
+    if spec.storage_class:
+        claim["storageClassName"] = spec.storage_class
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": spec.driver_service_account,
+        "containers": [
+            {
+                "name": "driver",
+                "image": spec.image,
+                "command": ["gesscale"],
+                "args": _driver_args(spec),
+                "env": [
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {
+                        "name": "GESSCALE_EXECUTORS",
+                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{EXECUTORS_ANNOTATION}']"}},
+                    },
+                    {
+                        "name": "GESSCALE_JOB_TOKEN",
+                        "valueFrom": {"secretKeyRef": {"name": spec.token_secret, "key": "token"}},
+                    },
+                    {"name": "PYSPARK_PYTHON", "value": "python3"},
+                ],
+                "ports": [
+                    {"name": "api", "containerPort": spec.http_port},
+                    {"name": "ui", "containerPort": spec.ui_port},
+                ],
+                "readinessProbe": {"httpGet": {"path": "/metrics", "port": spec.http_port}, "periodSeconds": 5},
+                "resources": {
+                    "requests": {"cpu": spec.driver_cpu_request, "memory": f"{_mebibytes(spec.driver_memory) + 384}Mi"}
+                },
+                "volumeMounts": [
+                    {"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT},
+                    {"name": "pod-template", "mountPath": TEMPLATE_DIR, "readOnly": True},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint_claim}},
+            {"name": "pod-template", "configMap": {"name": f"{spec.app}-pod-template"}},
+        ],
+    }
+    if spec.driver_node_selector:
+        pod_spec["nodeSelector"] = dict(spec.driver_node_selector)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": spec.driver_service_account, **meta}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": spec.driver_service_account, **meta},
+            # What Spark's driver does on Kubernetes: create, watch and delete its executor pods, and the
+            # services, config maps and volume claims it may attach to them.
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+                    "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": spec.driver_service_account, **meta},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": spec.driver_service_account},
+            "subjects": [{"kind": "ServiceAccount", "name": spec.driver_service_account, "namespace": ns}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{spec.app}-pod-template", **meta},
+            "data": {TEMPLATE_FILE: template_yaml},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": spec.checkpoint_claim, **meta},
+            "spec": claim,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": spec.driver_service, **meta},
+            "spec": {
+                "selector": dict(labels),
+                "ports": [
+                    {"name": "api", "port": spec.http_port, "targetPort": spec.http_port},
+                    {"name": "ui", "port": spec.ui_port, "targetPort": spec.ui_port},
+                ],
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": spec.driver_service, **meta},
+            "spec": {
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},  # never two drivers on one checkpoint
+                "selector": {"matchLabels": dict(labels)},
+                "template": {
+                    "metadata": {"labels": dict(labels), "annotations": {EXECUTORS_ANNOTATION: str(spec.executors)}},
+                    "spec": pod_spec,
+                },
+            },
+        },
+    ]

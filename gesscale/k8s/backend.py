@@ -55,7 +55,7 @@ class K8sBackendConfig:
     """Where the job runs and how long to wait for Kubernetes and Spark."""
 
     app: str = "gesscale-job"
-    namespace: str = "gesscale"
+    namespace: str = "spark"
     strategy: str = "live"
     pool_label: str = POOL_LABEL
     control_period_s: float = 60.0
@@ -322,8 +322,11 @@ class K8sBackend(Backend):
     def _restart(self, before: tuple[str, ...], want: tuple[str, ...], add: list[str], remove: list[str]) -> float:
         """Stop the driver, relabel, start it with len(want) executors; returns the time it took (the pause)."""
         t0 = self._clock()
-        self.api.read_deployment(self.cfg.namespace, self.cfg.deployment)  # fail early if it is missing
-        self._scale_driver(0)
+        try:
+            self.api.read_deployment(self.cfg.namespace, self.cfg.deployment)  # fail early if it is missing
+            self._scale_driver(0)
+        except KubeApiError as err:
+            raise ReconfigurationError(f"restart not started, nothing changed: {err}") from None
         try:
             if not self._wait("the driver and its executors to stop", self._driver_gone, self.cfg.gone_timeout_s):
                 raise ReconfigurationError("the driver did not stop in time")

@@ -54,7 +54,7 @@ class SubmitSpec:
     """
 
     app: str = "gesscale-job"
-    namespace: str = "gesscale"
+    namespace: str = "spark"
     image: str = "gesscale-job:0.1.0"
     bootstrap: str = "kafka.gesscale.svc:9092"
     input_topic: str = "rides"
@@ -67,7 +67,7 @@ class SubmitSpec:
     executor_memory_overhead: str = "384m"
     driver_memory: str = "1g"
     driver_cpu_request: str = "500m"
-    driver_service_account: str = "gesscale-spark-driver"
+    driver_service_account: str = "spark-driver"
     controller_service_account: str = "gesscale-controller"
     checkpoint_claim: str = "gesscale-checkpoint"
     checkpoint_size: str = "2Gi"

@@ -57,15 +57,16 @@ class SparkExecutorControl:
         return str(self._sc.master).startswith("local")
 
     def executors(self) -> list[dict[str, Any]]:
-        """Active executors from the UI REST API (the driver only in local mode)."""
+        """Active executors from the UI REST API; in local mode the driver, without asking the UI."""
+        if self.local:
+            host = self._sc.getConf().get("spark.driver.host", "localhost")
+            return [{"id": "driver", "host": host, "port": 0}]
         url = f"{self._sc.uiWebUrl}/api/v1/applications/{self._sc.applicationId}/executors"
         with urllib.request.urlopen(url, timeout=10) as resp:
             rows = json.load(resp)
         out = []
         for row in rows:
-            if row.get("id") == "driver" and not self.local:
-                continue
-            if not row.get("isActive", True):
+            if row.get("id") == "driver" or not row.get("isActive", True):
                 continue
             host, port = _host_port(row.get("hostPort", ""))
             out.append({"id": str(row["id"]), "host": host, "port": port})

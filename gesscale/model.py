@@ -94,7 +94,8 @@ class PerformanceModel:
 
         # Candidate fits, richest first; the richest one the data identifies wins.
         if len(pts) >= 3 and n_varies:
-            alpha, beta, gamma = _fit_nonlinear(n, nd, mst, with_gamma=nd_varies)
+            start = (self.alpha_, self.beta_, self.gamma_) if self.n_params_ >= 2 and self.alpha_ else None
+            alpha, beta, gamma = _fit_nonlinear(n, nd, mst, with_gamma=nd_varies, start=start)
             self._set(alpha, beta, gamma, 3 if nd_varies else 2)
         elif len(pts) >= 2 and nd_varies:
             alpha, gamma = _fit_linear_alpha_gamma(n, nd, mst)
@@ -168,21 +169,33 @@ def _fit_linear_alpha_gamma(n: np.ndarray, nd: np.ndarray, mst: np.ndarray) -> t
     return float(alpha), float(gamma)
 
 
-def _fit_nonlinear(n: np.ndarray, nd: np.ndarray, mst: np.ndarray, with_gamma: bool) -> tuple[float, float, float]:
-    """alpha, beta, gamma by bounded least squares on relative residuals (gamma fixed to 0 if unidentifiable)."""
+def _fit_nonlinear(
+    n: np.ndarray, nd: np.ndarray, mst: np.ndarray, with_gamma: bool, start: tuple[float, float, float] | None = None
+) -> tuple[float, float, float]:
+    """alpha, beta, gamma by bounded least squares on relative residuals (gamma fixed to 0 if unidentifiable).
+
+    `start` warm-starts the solver from the previous fit (the analytic Jacobian keeps each refit cheap).
+    """
     scale = np.maximum(mst, 1e-9)
-    alpha0 = float(np.max(mst / n))
+    log_n = np.log(n)
+    k = 3 if with_gamma else 2
 
     def residuals(x: np.ndarray) -> np.ndarray:
         g = x[2] if with_gamma else 0.0
         return (x[0] * n ** x[1] - g * nd - mst) / scale
 
-    x0 = np.array([alpha0, 1.0, 0.0])
-    lo = [1e-9, BETA_BOUNDS[0], 0.0]
-    hi = [math.inf, BETA_BOUNDS[1], math.inf]
-    if not with_gamma:
-        x0, lo, hi = x0[:2], lo[:2], hi[:2]
-        res = least_squares(lambda x: residuals(np.append(x, 0.0)), x0, bounds=(lo, hi), xtol=1e-12, ftol=1e-12)
-        return float(res.x[0]), float(res.x[1]), 0.0
-    res = least_squares(residuals, x0, bounds=(lo, hi), xtol=1e-12, ftol=1e-12)
-    return float(res.x[0]), float(res.x[1]), float(res.x[2])
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        pow_n = n ** x[1]
+        cols = [pow_n / scale, x[0] * pow_n * log_n / scale]
+        if with_gamma:
+            cols.append(-nd / scale)
+        return np.column_stack(cols)
+
+    lo = [1e-9, BETA_BOUNDS[0], 0.0][:k]
+    hi = [math.inf, BETA_BOUNDS[1], math.inf][:k]
+    x0 = np.array([float(np.max(mst / n)), 1.0, 0.0][:k])
+    if start is not None and start[0] > 0:
+        x0 = np.clip(np.array(start[:k], dtype=float), np.array(lo) + 1e-12, np.array(hi))
+        x0[1] = min(x0[1], BETA_BOUNDS[1] - 1e-9)
+    res = least_squares(residuals, x0, jac=jacobian, bounds=(lo, hi), xtol=1e-12, ftol=1e-12)
+    return float(res.x[0]), float(res.x[1]), float(res.x[2]) if with_gamma else 0.0

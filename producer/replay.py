@@ -24,6 +24,7 @@ class ReplayStats:
     acked: int = 0
     pending: int = 0
     resent: int = 0
+    resent_precaution: int = 0
     last_due_s: float = 0.0
     last_send_s: float = 0.0
     elapsed_s: float = 0.0
@@ -111,4 +112,5 @@ def _refresh(stats: ReplayStats, sink: Sink, now: float) -> None:
     stats.acked = sink.acked
     stats.pending = sink.pending()
     stats.resent = sink.resent
+    stats.resent_precaution = sink.resent_precaution
     stats.elapsed_s = now

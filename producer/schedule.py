@@ -52,10 +52,14 @@ def by_rate_profile(rides: Iterable[Ride], profile: Sequence[float], duplication
     """Records due per the profile; ends when the profile or the rides run out."""
     if duplication < 1:
         raise ValueError("duplication must be >= 1")
-    times = profile_times(profile)
-    for ride in rides:
-        for dup in range(duplication):
-            due = next(times, None)
-            if due is None:
+    rides_iter = iter(rides)
+    ride = None
+    dup = duplication
+    for due in profile_times(profile):
+        if dup == duplication:
+            ride = next(rides_iter, None)
+            if ride is None:
                 return
-            yield due, ride, dup
+            dup = 0
+        yield due, ride, dup
+        dup += 1

@@ -24,6 +24,7 @@ class Sink(Protocol):
 
     acked: int
     resent: int
+    resent_precaution: int
 
     def send(self, key: bytes, value: bytes) -> None:
         """Hand over one record (non-blocking apart from client-side buffering)."""
@@ -89,10 +90,18 @@ class OutageTracker:
 
 
 class KafkaSink:
-    """Kafka through kafka-python: batching, key = ride id, acks=all, failed records re-sent."""
+    """Kafka through kafka-python: batching, key = ride id, acks=all, failed records re-sent.
+
+    `resend_window_s`: records acknowledged within this many seconds before an outage is noticed are sent
+    again once the broker is back. The embedded broker (noida-db) was measured to lose records it had just
+    acknowledged when it is stopped under load (and up to its ~1 s save interval on kill -9; see
+    docs/data-plane.md), so by default the producer does not trust the last acks before an outage. The price
+    is a few duplicates (same unique key) after an outage; set 0 with a real Kafka to avoid them.
+    """
 
     def __init__(self, bootstrap: str, topic: str, notify: Notify, *, linger_ms: int = 5,
-                 batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000) -> None:  # fmt: skip
+                 batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000,
+                 resend_window_s: float = 2.0) -> None:  # fmt: skip
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
@@ -115,66 +124,83 @@ class KafkaSink:
             )
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {bootstrap}: {err}") from None
+        # Entries: (future, key, value, counted) in flight; (key, value, counted) waiting for a retry;
+        # (ack time, key, value) recently acknowledged. `counted`: already counted as acknowledged once.
         self._inflight: collections.deque = collections.deque()
-        self._retry: collections.deque[tuple[bytes, bytes]] = collections.deque()
+        self._retry: collections.deque = collections.deque()
+        self._recent: collections.deque = collections.deque()
+        self._window_s = resend_window_s
         self._backoff = Backoff()
         self._outage = OutageTracker(notify, f"Kafka {bootstrap}")
         self._last_ack = time.monotonic()
         self.acked = 0
         self.resent = 0
+        self.resent_precaution = 0
 
     def send(self, key: bytes, value: bytes) -> None:
-        """Queue one record; a client-side failure puts it into the retry queue instead of raising."""
+        """Queue one record; while earlier records wait for a retry it queues behind them."""
         if self._retry:
-            self._retry.append((key, value))
+            self._retry.append((key, value, False))
             return
-        self._send(key, value)
+        self._send(key, value, False)
 
-    def _send(self, key: bytes, value: bytes) -> bool:
+    def _send(self, key: bytes, value: bytes, counted: bool) -> bool:
         from kafka.errors import KafkaError
 
         try:
             future = self._producer.send(self.topic, key=key, value=value)
         except KafkaError as err:
-            self._retry.append((key, value))
-            now = time.monotonic()
-            self._outage.down(now, f"send failed ({type(err).__name__})")
-            self._backoff.failed(now)
+            self._retry.appendleft((key, value, counted))
+            self._broker_trouble(time.monotonic(), f"send failed ({type(err).__name__})")
             return False
-        self._inflight.append((future, key, value))
+        self._inflight.append((future, key, value, counted))
         return True
+
+    def _broker_trouble(self, now: float, detail: str) -> None:
+        """An outage (or a broker restart) is suspected: back off, and distrust the latest acknowledgements."""
+        self._outage.down(now, detail)
+        if self._backoff.ready(now):
+            self._backoff.failed(now)
+        if self._recent:
+            self.resent_precaution += len(self._recent)
+            self._retry.extendleft((k, v, True) for _, k, v in reversed(self._recent))
+            self._recent.clear()
 
     def service(self) -> None:
         """Count acks, move failed records to the retry queue, re-send when the backoff allows."""
         now = time.monotonic()
-        inflight = self._inflight
+        inflight, recent = self._inflight, self._recent
         while inflight and inflight[0][0].is_done:
-            future, key, value = inflight.popleft()
+            future, key, value, counted = inflight.popleft()
             if future.succeeded():
-                self.acked += 1
+                if not counted:
+                    self.acked += 1
                 self._last_ack = now
+                if self._window_s > 0:
+                    recent.append((now, key, value))
             else:
-                self._retry.append((key, value))
-                self._outage.down(now, f"delivery failed ({type(future.exception).__name__})")
-                self._backoff.failed(now)
+                self._retry.append((key, value, counted))
+                self._broker_trouble(now, f"delivery failed ({type(future.exception).__name__})")
+        while recent and recent[0][0] < self._last_ack - self._window_s:
+            recent.popleft()
         if inflight and now - self._last_ack > self._outage.stall_s:
-            self._outage.down(now, f"no acknowledgement for {now - self._last_ack:.0f} s, {len(inflight)} in flight")
+            self._broker_trouble(now, f"no acknowledgement for {now - self._last_ack:.0f} s, {len(inflight)} in flight")
         elif self._outage.since is not None and now - self._last_ack < 1.0 and not self._retry:
             self._backoff.succeeded()
             self._outage.up(now, self.pending())
         if self._retry and self._backoff.ready(now):
-            self._resend(now)
+            self._resend()
 
-    def _resend(self, now: float) -> None:
+    def _resend(self) -> None:
         """Hand the retry queue back to the client; a send that fails again re-arms the backoff."""
         while self._retry:
-            key, value = self._retry.popleft()
-            if not self._send(key, value):
+            key, value, counted = self._retry.popleft()
+            if not self._send(key, value, counted):
                 return
             self.resent += 1
 
     def pending(self) -> int:
-        """Records not yet acknowledged."""
+        """Records not yet acknowledged (precautionary re-sends included)."""
         return len(self._inflight) + len(self._retry)
 
     def drain(self, timeout_s: float) -> bool:
@@ -212,6 +238,7 @@ class MqttSink:
         self._client.max_queued_messages_set(0)
         self._client.reconnect_delay_set(min_delay=1, max_delay=10)
         self._outage = OutageTracker(notify, f"MQTT {host}:{port}")
+        self._closing = False
         self._client.on_disconnect = self._on_disconnect
         self._client.on_connect = self._on_connect
         try:
@@ -222,10 +249,12 @@ class MqttSink:
         self._inflight: collections.deque = collections.deque()
         self.acked = 0
         self.resent = 0
+        self.resent_precaution = 0
         self.dropped = 0
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
-        self._outage.down(time.monotonic(), f"disconnected ({reason_code})")
+        if not self._closing:
+            self._outage.down(time.monotonic(), f"disconnected ({reason_code})")
 
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         self._outage.up(time.monotonic(), len(self._inflight))
@@ -260,5 +289,6 @@ class MqttSink:
 
     def close(self) -> None:
         """Disconnect and stop paho's network thread."""
+        self._closing = True
         self._client.disconnect()
         self._client.loop_stop()

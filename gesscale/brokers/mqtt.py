@@ -41,7 +41,7 @@ def mosquitto_config(port: int, data_dir: Path) -> str:
             "autosave_interval 5",
             "max_queued_messages 0",
             "max_queued_bytes 0",
-            "max_inflight_messages 100",
+            "max_inflight_messages 1000",
             "set_tcp_nodelay true",
             "log_dest stderr",
             "log_type error",

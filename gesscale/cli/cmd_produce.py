@@ -24,6 +24,7 @@ def summary_dict(result) -> dict:
         "acked": s.acked,
         "unacked": s.pending,
         "resent_after_failure": s.resent,
+        "resent_as_precaution": s.resent_precaution,
         "target_rate": round(s.target_rate, 1),
         "achieved_rate": round(s.achieved_rate, 1),
         "rate_error_pct": round(100 * s.rate_error, 2),
@@ -47,6 +48,11 @@ def print_summary(console: Console, data: dict) -> None:
         f"  [red]{data['unacked']} NOT acknowledged[/red]" if data["unacked"] else ""))  # fmt: skip
     if data["resent_after_failure"]:
         table.add_row("re-sent after failures", str(data["resent_after_failure"]))
+    if data["resent_as_precaution"]:
+        table.add_row(
+            "re-sent as precaution",
+            f"{data['resent_as_precaution']} (acknowledged just before an outage; may be duplicates, same keys)",
+        )
     err = data["rate_error_pct"]
     verdict = "[green]within 5 %[/green]" if abs(err) <= 5 else "[yellow]off by more than 5 %[/yellow]"
     table.add_row(
@@ -126,7 +132,8 @@ def register(app: typer.Typer) -> None:
 
             result = produce(opts, notify, show)
         data = summary_dict(result)
-        print_summary(Console(), data)
+        out = Console() if Console().is_terminal else Console(width=120)
+        print_summary(out, data)
         if json_out is not None:
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,83 @@
+"""`gesscale bridge`: forward MQTT topics into a Kafka topic, at least once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from gesscale.errors import UserError
+
+
+def _host_port(text: str, what: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        raise UserError(f"{what} must be host:port, got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `bridge` command."""
+
+    @app.command("bridge")
+    def bridge(
+        mqtt: str = typer.Option("127.0.0.1:1883", "--mqtt", help="MQTT broker host:port."),
+        mqtt_topic: list[str] = typer.Option(
+            ["rides"], "--mqtt-topic", help="MQTT topic filter to subscribe to (repeatable; wildcards allowed)."),
+        kafka: str = typer.Option("127.0.0.1:9092", "--kafka", "-b", help="Kafka bootstrap address host:port."),
+        topic: str = typer.Option("rides", "--topic", "-t", help="Kafka topic to write to (created if missing)."),
+        partitions: int = typer.Option(8, "--partitions", help="Partitions when the Kafka topic is created."),
+        key_field: str = typer.Option(
+            "ride_id", "--key-field", help="JSON field of the payload used as Kafka key ('' for no key)."),
+        client_id: str = typer.Option(
+            "gesscale-bridge", "--client-id",
+            help="MQTT client id; keep it across restarts so the broker re-delivers what was not acknowledged."),
+        idle_exit: float | None = typer.Option(
+            None, "--idle-exit", help="Exit after this many seconds without new messages (default: until Ctrl-C)."),
+        count: int | None = typer.Option(None, "--count", help="Exit after forwarding this many messages."),
+        json_out: Path | None = typer.Option(None, "--json", help="Write the final counters as JSON to this file."),
+    ) -> None:
+        """Subscribe to MQTT (QoS 1, persistent session) and forward each message to Kafka; the MQTT message is
+        acknowledged only after Kafka acknowledged it (at-least-once). Prints counters every few seconds.
+        """
+        from gesscale.brokers.topics import ensure_topic
+        from producer.bridge import Bridge
+
+        err = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=120)
+        host, port = _host_port(mqtt, "--mqtt")
+        ensure_topic(kafka, topic, partitions)
+        runner = Bridge(host, port, mqtt_topic, kafka, topic, lambda m: err.print(f"[yellow]{m}[/yellow]"),
+                        key_field=key_field or None, client_id=client_id)  # fmt: skip
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        shown = {"at": 0.0}
+
+        def progress(stats) -> None:
+            if stats.elapsed_s - shown["at"] >= 5:
+                shown["at"] = stats.elapsed_s
+                err.print(f"received {stats.received}, forwarded {stats.forwarded}, "
+                          f"Kafka failures {stats.kafka_failures}")  # fmt: skip
+
+        try:
+            stats = runner.run(stop, idle_exit_s=idle_exit, max_messages=count, progress=progress)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        data = {
+            "received": stats.received, "forwarded": stats.forwarded, "mqtt_acked": stats.mqtt_acked,
+            "kafka_failures": stats.kafka_failures, "unforwarded": stats.received - stats.forwarded,
+            "elapsed_s": round(stats.elapsed_s, 2),
+            "rate": round(stats.forwarded / stats.elapsed_s, 1) if stats.elapsed_s else 0.0,
+        }  # fmt: skip
+        (Console() if Console().is_terminal else Console(width=120)).print(
+            f"bridge: received {data['received']}, forwarded to Kafka {data['forwarded']}, MQTT acknowledged "
+            f"{data['mqtt_acked']}, Kafka failures retried {data['kafka_failures']}, {data['elapsed_s']} s"
+        )
+        if json_out is not None:
+            json_out.write_text(json.dumps(data, indent=2) + "\n")
+        if data["unforwarded"]:
+            raise typer.Exit(1)

@@ -1,0 +1,191 @@
+"""MQTT → Kafka bridge with at-least-once delivery: an MQTT message is acknowledged only after Kafka acked it.
+
+The bridge subscribes with QoS 1 on a persistent session (fixed client id, clean_session=False) and manual
+acknowledgements. Each message is sent to Kafka; the PUBACK goes back to the MQTT broker from the Kafka
+success callback. A Kafka failure keeps the message un-acknowledged and retries it with backoff; if the bridge
+dies, the broker re-delivers whatever was not acknowledged when the bridge reconnects. Duplicates are possible
+(at-least-once), losses are not.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gesscale.errors import UserError
+from producer.sinks import Backoff, Notify
+
+
+@dataclass
+class BridgeStats:
+    """Counters of a bridge run."""
+
+    received: int = 0
+    forwarded: int = 0
+    kafka_failures: int = 0
+    mqtt_acked: int = 0
+    elapsed_s: float = 0.0
+
+
+def kafka_key(payload: bytes, field: str | None) -> bytes | None:
+    """The Kafka message key: `field` of a JSON object payload (as UTF-8), else None (round-robin)."""
+    if not field or not payload.startswith(b"{"):
+        return None
+    try:
+        value = json.loads(payload).get(field)
+    except (ValueError, AttributeError):
+        return None
+    return None if value is None else str(value).encode()
+
+
+class Bridge:
+    """Forward MQTT topics to one Kafka topic, acknowledging MQTT only after Kafka acknowledged."""
+
+    def __init__(self, mqtt_host: str, mqtt_port: int, topics: list[str], kafka_bootstrap: str, kafka_topic: str,
+                 notify: Notify, *, key_field: str | None = "ride_id",
+                 client_id: str = "gesscale-bridge") -> None:  # fmt: skip
+        import paho.mqtt.client as mqtt
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        if not topics:
+            raise UserError("the bridge needs at least one MQTT topic")
+        self.topics, self.kafka_topic, self.key_field, self.notify = topics, kafka_topic, key_field, notify
+        self.stats = BridgeStats()
+        self._lock = threading.Lock()
+        self._retry: collections.deque = collections.deque()
+        self._backoff = Backoff()
+        self._pending = 0
+        try:
+            self._producer = KafkaProducer(
+                bootstrap_servers=kafka_bootstrap, client_id=client_id, acks="all", linger_ms=2,
+                delivery_timeout_ms=30_000, request_timeout_ms=10_000, max_block_ms=2_000,
+                reconnect_backoff_ms=200, reconnect_backoff_max_ms=5_000, bootstrap_timeout_ms=10_000,
+            )  # fmt: skip
+        except KafkaError as err:
+            raise UserError(f"cannot reach Kafka at {kafka_bootstrap}: {err}") from None
+        self._client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False, manual_ack=True
+        )
+        self._client.max_inflight_messages_set(1000)
+        self._client.reconnect_delay_set(min_delay=1, max_delay=10)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_message = self._on_message
+        self._connected = threading.Event()
+        self._closing = False
+        try:
+            self._client.connect(mqtt_host, mqtt_port, keepalive=30)
+        except OSError as err:
+            self._producer.close(timeout=1)
+            raise UserError(f"cannot reach MQTT broker at {mqtt_host}:{mqtt_port}: {err.strerror or err}") from None
+
+    # paho network thread ------------------------------------------------------------------------------------
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        if reason_code.is_failure:
+            self.notify(f"MQTT connection refused: {reason_code}")
+            return
+        client.subscribe([(t, 1) for t in self.topics])
+        self._connected.set()
+        self.notify(f"MQTT connected, subscribed to {', '.join(self.topics)} (QoS 1)")
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        self._connected.clear()
+        if not self._closing:
+            self.notify(f"MQTT disconnected ({reason_code}); un-acknowledged messages will be re-delivered")
+
+    def _on_message(self, client, userdata, msg) -> None:
+        with self._lock:
+            self.stats.received += 1
+            self._pending += 1
+        self._forward(msg.mid, msg.qos, kafka_key(msg.payload, self.key_field), msg.payload)
+
+    # forwarding (paho thread, kafka sender thread, main loop) -----------------------------------------------
+    def _forward(self, mid: int, qos: int, key: bytes | None, value: bytes) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            future = self._producer.send(self.kafka_topic, key=key, value=value)
+        except KafkaError:
+            self._failed(mid, qos, key, value)
+            return
+        future.add_callback(lambda _meta: self._delivered(mid, qos))
+        future.add_errback(lambda _exc: self._failed(mid, qos, key, value))
+
+    def _delivered(self, mid: int, qos: int) -> None:
+        if qos > 0:
+            self._client.ack(mid, qos)
+        with self._lock:
+            self.stats.forwarded += 1
+            self.stats.mqtt_acked += qos > 0
+            self._pending -= 1
+
+    def _failed(self, mid: int, qos: int, key: bytes | None, value: bytes) -> None:
+        with self._lock:
+            self.stats.kafka_failures += 1
+            self._retry.append((mid, qos, key, value))
+            if self._backoff.ready(time.monotonic()):
+                wait = self._backoff.failed(time.monotonic())
+                self.notify(f"Kafka send failed; {len(self._retry)} message(s) held, retry in {wait:.1f} s")
+
+    def _retry_due(self) -> None:
+        with self._lock:
+            if not self._retry or not self._backoff.ready(time.monotonic()):
+                return
+            batch = list(self._retry)
+            self._retry.clear()
+        for item in batch:
+            self._forward(*item)
+
+    def pending(self) -> int:
+        """Messages received but not yet forwarded and acknowledged."""
+        with self._lock:
+            return self._pending
+
+    def run(self, stop: threading.Event, *, idle_exit_s: float | None = None, max_messages: int | None = None,
+            progress: Callable[[BridgeStats], None] | None = None) -> BridgeStats:  # fmt: skip
+        """Forward until `stop` is set, `max_messages` were forwarded, or nothing arrived for `idle_exit_s`."""
+        start = last_count_change = time.monotonic()
+        last_received = -1
+        self._client.loop_start()
+        try:
+            while not stop.is_set():
+                time.sleep(0.05)
+                self._retry_due()
+                now = time.monotonic()
+                with self._lock:
+                    self.stats.elapsed_s = now - start
+                    received, forwarded = self.stats.received, self.stats.forwarded
+                if received != last_received:
+                    last_received, last_count_change = received, now
+                if progress is not None:
+                    progress(self.stats)
+                if max_messages is not None and forwarded >= max_messages:
+                    break
+                if idle_exit_s is not None and now - last_count_change >= idle_exit_s and self.pending() == 0:
+                    break
+            self._drain(timeout_s=30)
+        finally:
+            self._closing = True
+            self._client.disconnect()
+            self._client.loop_stop()
+            self._producer.close(timeout=5)
+        self.stats.elapsed_s = time.monotonic() - start
+        return self.stats
+
+    def _drain(self, timeout_s: float) -> None:
+        """Let in-flight messages reach Kafka (and their PUBACKs leave) before disconnecting."""
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + timeout_s
+        while self.pending() and time.monotonic() < deadline:
+            with contextlib.suppress(KafkaError):  # not flushed within 1 s: keep waiting
+                self._producer.flush(timeout=1)
+            self._retry_due()
+            time.sleep(0.05)
+        time.sleep(0.2)  # let paho's thread write the last PUBACKs

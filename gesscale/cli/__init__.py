@@ -49,7 +49,8 @@ _register_commands()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end as one line on stderr with exit code 2, never a traceback."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click returns the code of a `typer.Exit` instead of raising it.
+        code = app(args=argv, standalone_mode=False)
     except UserError as err:
         print(f"gesscale: error: {err}", file=sys.stderr)
         return err.exit_code
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gesscale: interrupted", file=sys.stderr)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

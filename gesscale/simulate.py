@@ -17,6 +17,7 @@ from gesscale.backends.sim import SimBackend
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop, StepRecord
 from gesscale.metrics import METRIC_KEYS, RunMetrics, compute_metrics
+from gesscale.model import PerformanceModel
 from gesscale.policies.base import make_policy
 from gesscale.scenario import Scenario
 
@@ -54,11 +55,17 @@ def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> Contro
     return ControllerConfig(**opts)
 
 
-def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False, **overrides: Any) -> RunResult:
-    """Simulate one policy on one scenario with one seed."""
+def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False,
+             initial_model: PerformanceModel | None = None, **overrides: Any) -> RunResult:
+    """Simulate one policy on one scenario with one seed.
+
+    `initial_model` (e.g. from `gesscale calibrate`) is handed, as a copy, to policies that take a `model`.
+    """
     backend = SimBackend(scenario, seed=seed)
     demand = backend.demand()
     policy = make_policy(policy_id)
+    if initial_model is not None and hasattr(policy, "model"):
+        policy.model = PerformanceModel.from_dict(initial_model.to_dict())
     config = controller_config(scenario, seed, **overrides)
 
     def oracle(t0: float, t1: float) -> int:

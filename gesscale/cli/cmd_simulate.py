@@ -36,6 +36,9 @@ def register(app: typer.Typer) -> None:
         plot: Path | None = typer.Option(
             None, "--plot", help="Folder for one Figure-7-style PNG per policy (first seed)."
         ),
+        model: Path | None = typer.Option(
+            None, "--model", help="Starting performance model (from `gesscale calibrate`) for model-based policies."
+        ),
     ) -> None:
         """Simulate autoscaling policies on a scenario and print the metrics table (medians over seeds).
 
@@ -56,6 +59,11 @@ def register(app: typer.Typer) -> None:
             return
         ids = parse_policy_list(policies)
         sc = load_scenario(scenario)
+        extra: dict[str, object] = {}
+        if model is not None:
+            from gesscale.model_file import load_model_file
+
+            extra["initial_model"] = load_model_file(model)
         total = len(ids) * seeds
         with Progress(
             TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -63,7 +71,8 @@ def register(app: typer.Typer) -> None:
         ) as bar:
             task = bar.add_task(f"simulating {sc.name}", total=total)
             results = simulate_many(
-                sc, ids, seeds, progress=lambda pid, seed: bar.advance(task), keep_history_first=plot is not None
+                sc, ids, seeds, progress=lambda pid, seed: bar.advance(task),
+                keep_history_first=plot is not None, **extra,
             )
         duration = next(iter(results.values()))[0].duration_s
         doc = simulate_json(sc.name, duration, results)

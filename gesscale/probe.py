@@ -1,0 +1,234 @@
+"""Capacity probe: measure a configuration's MST by controlled injection, then pre-calibrate the model.
+
+Procedure (after StreamBed's controlled-injection search; Rosinosky et al., "StreamBed: capacity planning for
+stream processing", DEBS 2024), for one configuration (a set of nodes):
+
+1. warm-up: inject at the upper bound for `warmup_s` (caches, JIT, connections), then drain;
+2. dichotomous search over target rates in [lo, hi]: for each rate, a cool-down (no input, drain the backlog),
+   an injection phase of `inject_s` at the rate (reach steady state), then an observation phase of
+   `observe_s` at the same rate;
+3. a rate succeeds when, over the observation phase, the processed rate is within `tolerance` (1%) of the
+   injected rate and the backlog does not grow (by more than a tenth of `tolerance` of what was injected, so
+   that noise is not read as growth but an overload of more than ~0.1% is);
+4. the search stops when (hi - lo) / hi < `precision`; the MST is the highest successful rate.
+
+The confidence of a measurement is the relative spread (p95 - p5) / median of the per-second processed rate
+over the observation phase of the last successful rate. The procedure only needs a `ProbeTarget`, so it runs
+the same on the simulator (fast, exact ground truth) and on a live backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from gesscale import placement
+from gesscale.errors import UserError
+from gesscale.model import Measurement, PerformanceModel
+from gesscale.scenario import GroundTruth
+from netem.latency_map import LatencyMap
+
+
+@dataclass(frozen=True)
+class ProbeParams:
+    """Knobs of the dichotomous search (defaults fit the simulator; a live run wants longer phases)."""
+
+    warmup_s: float = 60.0
+    cooldown_s: float = 30.0
+    inject_s: float = 60.0
+    observe_s: float = 60.0
+    tolerance: float = 0.01
+    precision: float = 0.01
+    max_steps: int = 20
+
+
+@dataclass(frozen=True)
+class Window:
+    """Per-second processed records and the backlog at the end of each second, for one injection window."""
+
+    processed: Sequence[float]
+    backlog: Sequence[float]
+
+
+class ProbeTarget(Protocol):
+    """What the probe drives: place replicas, inject at a rate for a while, report what was processed."""
+
+    def configure(self, nodes: tuple[str, ...]) -> None:
+        """Run the operator on exactly these nodes (empty backlog afterwards)."""
+
+    def inject(self, rate: float, seconds: float) -> Window:
+        """Inject `rate` records/s for `seconds` and report each second."""
+
+    def upper_bound(self, nodes: tuple[str, ...]) -> float:
+        """A rate surely above the MST of these nodes (the search's starting hi)."""
+
+
+@dataclass
+class ProbeResult:
+    """One configuration's measured MST with its confidence and the search trace."""
+
+    nodes: tuple[str, ...]
+    n: int
+    nd_max_ms: float
+    mst: float
+    spread: float
+    steps: list[dict[str, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        d = asdict(self)
+        d["nodes"] = list(self.nodes)
+        return d
+
+
+def _succeeds(rate: float, window: Window, tolerance: float) -> tuple[bool, float]:
+    processed = float(np.mean(window.processed)) if len(window.processed) else 0.0
+    growth = float(window.backlog[-1] - window.backlog[0]) if len(window.backlog) else 0.0
+    injected = rate * len(window.processed)
+    # "No growing backlog": allow a tenth of the tolerance, so an overload of more than ~0.1% fails.
+    ok = processed >= rate * (1 - tolerance) and growth <= tolerance * injected / 10
+    return ok, processed
+
+
+def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
+                params: ProbeParams = ProbeParams()) -> ProbeResult:
+    """Measure the MST of one configuration by the dichotomous search of the module docstring."""
+    target.configure(nodes)
+    hi = float(target.upper_bound(nodes))
+    lo = 0.0
+    target.inject(hi, params.warmup_s)
+    target.inject(0.0, params.cooldown_s)
+    best_window: Window | None = None
+    steps: list[dict[str, float]] = []
+    for _ in range(params.max_steps):
+        if hi <= 0 or (hi - lo) / hi < params.precision:
+            break
+        rate = (lo + hi) / 2
+        target.inject(0.0, params.cooldown_s)
+        target.inject(rate, params.inject_s)
+        window = target.inject(rate, params.observe_s)
+        ok, processed = _succeeds(rate, window, params.tolerance)
+        steps.append({"rate": rate, "processed": processed, "ok": float(ok)})
+        if ok:
+            lo, best_window = rate, window
+        else:
+            hi = rate
+    spread = math.nan
+    if best_window is not None and len(best_window.processed):
+        p = np.asarray(best_window.processed, dtype=float)
+        med = float(np.median(p))
+        spread = float((np.percentile(p, 95) - np.percentile(p, 5)) / med) if med > 0 else math.nan
+    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps)
+
+
+def configurations(lmap: LatencyMap, replicas: Sequence[int], placements: Sequence[str]) -> list[tuple[str, ...]]:
+    """Node sets to measure: for each n, the `near` set (min ND_max, as the controller places) and/or a `far`
+    set (the near set of n-1 plus the node farthest from it), so that ND_max varies and gamma is identifiable.
+    """
+    graph = lmap.graph()
+    out: list[tuple[str, ...]] = []
+    for n in replicas:
+        if n < 1 or n > len(lmap.names):
+            raise UserError(f"cannot place {n} replicas on a map of {len(lmap.names)} nodes")
+        near = tuple(placement.grow(graph, [], lmap.names, n))
+        for kind in placements:
+            if kind == "near":
+                cfg = near
+            elif kind == "far":
+                if n == 1:
+                    continue  # one replica has ND_max 0 wherever it is
+                base = list(near[: n - 1])
+                rest = [v for v in lmap.names if v not in base]
+                far = max(rest, key=lambda v: (max(lmap.rtt(v, u) for u in base), v))
+                cfg = tuple(base + [far])
+            else:
+                raise UserError(f"unknown placement {kind!r}; expected near or far")
+            if cfg not in out:
+                out.append(cfg)
+    return out
+
+
+@dataclass
+class Calibration:
+    """All measurements, the model fitted on all of them, and the held-out check."""
+
+    results: list[ProbeResult]
+    model: PerformanceModel
+    holdout: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model file: `model` is what `PerformanceModel.from_dict` and the controller read."""
+        return {
+            "model": self.model.to_dict(),
+            "measurements": [r.to_dict() for r in self.results],
+            "holdout": self.holdout,
+        }
+
+
+def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
+              params: ProbeParams = ProbeParams(),
+              progress: Callable[[ProbeResult], None] | None = None) -> Calibration:
+    """Measure every configuration, fit the model, and check its prediction on a held-out configuration.
+
+    The held-out configuration is the one with the most replicas (the extrapolation users care about); the
+    check needs at least four configurations so that three remain to fit alpha, beta and gamma.
+    """
+    results = []
+    for cfg in configs:
+        r = measure_mst(target, cfg, lmap.nd_max(cfg), params)
+        results.append(r)
+        if progress:
+            progress(r)
+    points = [Measurement(r.n, r.nd_max_ms, r.mst) for r in results if r.mst > 0]
+    holdout = None
+    if len(points) >= 4:
+        held = max(range(len(points)), key=lambda i: (points[i].n, points[i].nd_max_ms))
+        train = [p for i, p in enumerate(points) if i != held]
+        m = PerformanceModel().fit(train)
+        predicted = m.predict(points[held].n, points[held].nd_max_ms)
+        holdout = {
+            "n": points[held].n,
+            "nd_max_ms": points[held].nd_max_ms,
+            "measured": points[held].mst,
+            "predicted": predicted,
+            "error": (predicted - points[held].mst) / points[held].mst,
+        }
+    return Calibration(results, PerformanceModel().fit(points), holdout)
+
+
+class SimProbeTarget:
+    """The probe target of the simulator: the scenario's ground truth with per-second capacity noise."""
+
+    def __init__(self, truth: GroundTruth, lmap: LatencyMap, seed: int = 1) -> None:
+        self.truth = truth
+        self.lmap = lmap
+        self.rng = np.random.default_rng([seed, 11])
+        self.mst = 0.0
+        self.backlog = 0.0
+
+    def configure(self, nodes: tuple[str, ...]) -> None:
+        """Place replicas on `nodes` (the simulator starts them instantly, with an empty backlog)."""
+        self.mst = self.truth.mst(len(nodes), self.lmap.nd_max(nodes))
+        self.backlog = 0.0
+
+    def upper_bound(self, nodes: tuple[str, ...]) -> float:
+        """Twice what the nodes could do if latency did not matter."""
+        return 2.0 * self.truth.alpha * max(1, len(nodes)) ** max(1.0, self.truth.beta)
+
+    def inject(self, rate: float, seconds: float) -> Window:
+        """Fluid model: each second, process up to the noisy capacity; the rest waits."""
+        n = int(round(seconds))
+        caps = self.mst * np.maximum(0.0, 1.0 + self.rng.normal(0.0, self.truth.noise, n))
+        processed, backlog = np.empty(n), np.empty(n)
+        b = self.backlog
+        for i in range(n):
+            avail = b + rate
+            done = min(avail, caps[i])
+            b = avail - done
+            processed[i], backlog[i] = done, b
+        self.backlog = b
+        return Window(processed.tolist(), backlog.tolist())

@@ -1,0 +1,83 @@
+"""Capacity probe on the simulator with known ground truth (issue 9, simulator part)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gesscale.errors import UserError
+from gesscale.model_file import load_model_file
+from gesscale.probe import ProbeParams, SimProbeTarget, calibrate, configurations, measure_mst
+from gesscale.scenario import load_scenario, scenario_from_dict
+from gesscale.simulate import run_once
+
+ROOT = Path(__file__).resolve().parents[2]
+SC = load_scenario(ROOT / "scenarios" / "pi10-taxi.yaml")
+
+
+def test_probe_measures_each_configuration_within_3pct_and_predicts_holdout_within_5pct() -> None:
+    configs = configurations(SC.latency_map, [1, 2, 3, 4, 6], ["near", "far"])
+    assert len(configs) == 9  # n = 1 has no far variant
+    cal = calibrate(SimProbeTarget(SC.truth, SC.latency_map, seed=5), SC.latency_map, configs)
+    for r in cal.results:
+        true = SC.truth.mst(r.n, r.nd_max_ms)
+        assert r.mst == pytest.approx(true, rel=0.03), (r.nodes, r.mst, true)
+        assert 0 < r.spread < 0.5
+    assert cal.holdout is not None and cal.holdout["n"] == 6
+    assert abs(cal.holdout["error"]) < 0.05
+    assert cal.model.n_params_ == 3
+
+
+def test_dichotomy_converges_to_the_capacity_without_noise() -> None:
+    truth = SC.truth.__class__(alpha=50, beta=1.0, gamma=0.0, noise=0.0)
+    target = SimProbeTarget(truth, SC.latency_map)
+    r = measure_mst(target, ("pi01", "pi02"), 1.0, ProbeParams(precision=0.001))
+    assert r.mst == pytest.approx(100.0, rel=0.002)
+    assert all(s["rate"] <= 100.0 * 1.001 for s in r.steps if s["ok"])   # no overload is accepted
+    assert any(not s["ok"] for s in r.steps) and any(s["ok"] for s in r.steps)
+
+
+def test_controller_with_a_calibrated_model_scales_down_without_first_scaling_up(tmp_path: Path) -> None:
+    sc = scenario_from_dict({
+        "name": "down",
+        "cluster": {"latency_map": str(ROOT / "inventory/latency/pi10.yaml"), "max_replicas": 8},
+        "operator": {"alpha": 60, "beta": 0.9, "gamma": 0.1, "noise": 0.03, "reconfig_pause_s": 120,
+                     "initial_replicas": 6},
+        "workload": {"kind": "steps", "levels": [100], "step_s": 1800},
+    })
+    cal = calibrate(SimProbeTarget(sc.truth, sc.latency_map), sc.latency_map,
+                    configurations(sc.latency_map, [1, 2, 3, 4], ["near", "far"]))
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(cal.to_dict()))
+    with_model = run_once(sc, "gesscale", 1, keep_history=True, initial_model=load_model_file(path))
+    first = next(h for h in with_model.history if h.applied)
+    assert first.reconfiguration is not None and first.reconfiguration.kind == "down"
+    assert first.observation.time_s <= 240  # the first decision after the warm-up
+    without = run_once(sc, "gesscale", 1, keep_history=True)
+    assert not any(h.applied for h in without.history)  # no measurement, no model: it cannot scale down
+
+
+def test_model_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not found"):
+        load_model_file(tmp_path / "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"hello\": 1}")
+    with pytest.raises(UserError, match="not a model file"):
+        load_model_file(bad)
+
+
+def test_calibrate_cli_writes_the_model(tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    r = subprocess.run([sys.executable, "-m", "gesscale", "calibrate", "--replicas", "1,2,3,4", "--out", str(out)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["measurements"]) == 7 and doc["holdout"]["n"] == 4
+    assert "held-out" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "gesscale", "calibrate", "--backend", "nowhere"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "not available" in r.stderr

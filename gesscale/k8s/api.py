@@ -64,7 +64,6 @@ class KubeApi:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         api_client.user_agent = USER_AGENT
-        api_client.configuration.retries = False  # retries are ours (idempotent calls only)
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.timeout_s = timeout_s
@@ -89,6 +88,7 @@ class KubeApi:
                     config.load_kube_config(client_configuration=cfg)
         except (config.ConfigException, OSError) as err:
             raise UserError(f"kubernetes: no usable configuration ({err}); pass --server or --kubeconfig") from None
+        cfg.retries = False  # retries are ours, idempotent calls only (urllib3 would also repeat a PATCH)
         return cls(client.ApiClient(cfg), **kw)
 
     # -- the retry loop ------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class SubmitSpec:
     app: str = "gesscale-job"
     namespace: str = "spark"
     image: str = "gesscale-job:0.1.0"
-    bootstrap: str = "kafka.gesscale.svc:9092"
+    bootstrap: str = "pi02:9092"  # the kafka host of inventory/pi10 (k3s resolves node names in pods)
     input_topic: str = "rides"
     output_topic: str = "rides-enriched"
     executors: int = 2

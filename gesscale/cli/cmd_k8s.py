@@ -1,0 +1,182 @@
+"""`gesscale k8s manifests|submit|run`: Spark on Kubernetes with executors on the nodes the controller picks.
+
+Kept under `k8s` (not `gesscale job submit --backend k8s`) so it does not clash with the job's own commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from gesscale.errors import UserError
+
+k8s_app = typer.Typer(
+    help="Spark on Kubernetes (k3s): generate the job's manifests, submit it, run the controller against it.",
+    no_args_is_help=True,
+)
+
+_APP = typer.Option("gesscale-job", "--app", help="Application name: pool label value, pod labels, names.")
+_NS = typer.Option("spark", "--namespace", "-n", help="Namespace of the driver and executors.")
+
+
+_CONTROLLER_SA = typer.Option("gesscale-controller", "--controller-sa", help="Controller service account.")
+_OUT = typer.Option(Path("out/k8s"), "--out", "-o", help="Folder to write the files into.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `k8s` command group."""
+    app.add_typer(k8s_app, name="k8s")
+
+
+def _print_written(paths: list[Path]) -> Console:
+    console = Console()
+    for p in paths:
+        console.print(f"wrote {p}")
+    return console
+
+
+@k8s_app.command("manifests")
+def manifests(
+    out: Path = _OUT,
+    namespace: str = _NS,
+    controller_sa: str = _CONTROLLER_SA,
+    live_only: bool = typer.Option(False, "--live-only",
+                                   help="Leave out the Deployment patch right (only the restart strategy needs it)."),
+) -> None:
+    """Write the controller's RBAC (rbac.yaml): nodes get/list/patch, pods get/list, events create, and the
+    driver Deployment get/patch for the restart strategy — exactly what it uses."""
+    from gesscale.k8s.manifests import HEADER, dump_all, validate, write_bundle
+    from gesscale.k8s.names import check_dns_label
+    from gesscale.k8s.rbac import controller_rbac
+
+    docs = controller_rbac(check_dns_label(namespace, "namespace"), check_dns_label(controller_sa, "service account"),
+                           restart=not live_only)
+    for i, doc in enumerate(docs):
+        validate(doc, f"rbac.yaml document {i + 1}")
+    _print_written(write_bundle({"rbac.yaml": HEADER + dump_all(docs)}, out))
+
+
+@k8s_app.command("submit")
+def submit(
+    out: Path = _OUT,
+    app: str = _APP,
+    namespace: str = _NS,
+    image: str = typer.Option("gesscale-job:0.1.0", "--image", help="Container image with Spark and gesscale."),
+    bootstrap: str = typer.Option("pi02:9092", "--bootstrap", help="Kafka bootstrap as pods reach it."),
+    executors: int = typer.Option(2, "--executors", min=0, help="Executors the driver starts with."),
+    executor_memory: str = typer.Option("1g", "--executor-memory", help="Executor heap (Spark syntax: 1g, 768m)."),
+    executor_cpu: str = typer.Option("1", "--executor-cpu", help="CPU request and limit of an executor pod."),
+    controller_sa: str = _CONTROLLER_SA,
+    driver_sa: str = typer.Option("spark-driver", "--driver-sa", help="Spark driver service account."),
+) -> None:
+    """Write the job's bundle and print the commands that submit it.
+
+    Files: driver.yaml (namespace, driver service account and Role, pod-template ConfigMap, checkpoint claim,
+    Service, the driver Deployment running `gesscale job run` in client mode), executor-pod-template.yaml
+    (pool-label selector, one executor per node), spark-defaults.conf, rbac.yaml (the controller's rights).
+    Every document is checked against the Kubernetes schema first.
+    """
+    from gesscale.k8s.manifests import bundle, write_bundle
+    from gesscale.k8s.spec import SubmitSpec
+
+    spec = SubmitSpec(app=app, namespace=namespace, image=image, bootstrap=bootstrap, executors=executors,
+                      executor_memory=executor_memory, executor_cpu_request=executor_cpu,
+                      executor_cpu_limit=executor_cpu, controller_service_account=controller_sa,
+                      driver_service_account=driver_sa)
+    _print_written(write_bundle(bundle(spec), out))
+    typer.echo(
+        "\nSubmit it (the first executors go to the nodes you label; the controller manages the label after):\n"
+        f"  kubectl label node <node> gesscale.io/pool={app}        # once per initial executor node\n"
+        f"  kubectl apply -f {out / 'driver.yaml'} -f {out / 'rbac.yaml'}\n"
+        f"  kubectl -n {namespace} create secret generic {spec.token_secret} "
+        "--from-literal=token=$(openssl rand -hex 16)\n"
+        f"Then run the controller with --hook-url {spec.hook_url}"
+    )
+
+
+@k8s_app.command("run")
+def run(
+    hook_url: str = typer.Option(..., "--hook-url",
+                                 help="Driver HTTP API, e.g. http://gesscale-job-driver.spark.svc:4041."),
+    token_env: str = typer.Option("GESSCALE_JOB_TOKEN", "--token-env",
+                                  help="Environment variable holding the scaling hook's bearer token."),
+    app: str = _APP,
+    namespace: str = _NS,
+    server: str = typer.Option(None, "--server", help="API server URL (default: kubeconfig or in-cluster)."),
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig file (default: in-cluster, ~/.kube)."),
+    context: str = typer.Option(None, "--context", help="Kubeconfig context."),
+    latency_map: Path = typer.Option(None, "--latency-map",
+                                     help="Latency map YAML; default: the nodes' gesscale.io/rtt-ms annotations."),
+    policy: str = typer.Option("gesscale", "--policy", help="Policy id (see `gesscale simulate -p help`)."),
+    strategy: str = typer.Option("live", "--strategy", help="live (query keeps running) or restart (driver)."),
+    period: float = typer.Option(60.0, "--period", help="Control period (s)."),
+    warmup: float = typer.Option(180.0, "--warmup", help="No decision for this long after a change (s)."),
+    min_replicas: int = typer.Option(1, "--min", help="Fewest executors."),
+    max_replicas: int = typer.Option(8, "--max", help="Most executors."),
+    recommend_only: bool = typer.Option(False, "--recommend-only",
+                                        help="Decide, log and export metrics, but change nothing (dry run)."),
+    metrics_port: int = typer.Option(None, "--metrics-port", help="Serve the decision metrics on this port."),
+    state: Path = typer.Option(None, "--state", help="File keeping the policy's learned state across restarts."),
+    steps: int = typer.Option(None, "--steps", min=1, help="Stop after this many periods (default: run on)."),
+) -> None:
+    """Run the controller against Spark on Kubernetes: observe through the driver, place through node labels."""
+    from gesscale.config import ControllerConfig
+    from gesscale.k8s.api import KubeApi
+    from gesscale.k8s.backend import K8sBackend, K8sBackendConfig, ReconfigurationError
+    from gesscale.k8s.exporter import DecisionExporter
+    from gesscale.k8s.hook_client import HttpDriverHook
+    from gesscale.k8s.nodes import latency_map_from_nodes, parse_node
+    from gesscale.mape import ControlLoop
+    from gesscale.policies.base import make_policy
+    from netem.latency_map import load_latency_map
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    console = Console()
+    cfg = ControllerConfig(control_period_s=period, warmup_s=warmup, min_replicas=min_replicas,
+                           max_replicas=max_replicas, recommend_only=recommend_only)
+    kube = KubeApi.connect(server=server, kubeconfig=kubeconfig, context=context)
+    if latency_map is not None:
+        lmap = load_latency_map(latency_map)
+    else:
+        lmap = latency_map_from_nodes(parse_node(n) for n in kube.list_nodes())
+        if lmap is None:
+            raise UserError("no --latency-map given and no node carries the gesscale.io/rtt-ms annotation")
+    hook = HttpDriverHook(hook_url, os.environ.get(token_env))
+    backend = K8sBackend(kube, hook, lmap, K8sBackendConfig(app=app, namespace=namespace, strategy=strategy,
+                                                            control_period_s=period))
+    exporter = DecisionExporter()
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(metrics_port, registry=exporter.registry)
+        except OSError as err:
+            raise UserError(f"cannot serve metrics on port {metrics_port}: {err.strerror}") from None
+
+    def report(record: object) -> None:
+        exporter.on_step(record)  # type: ignore[arg-type]
+        obs, rec = record.observation, record.reconfiguration  # type: ignore[attr-defined]
+        what = "no change" if rec is None else (
+            f"{rec.kind} +{list(rec.added)} -{list(rec.removed)} -> {list(rec.nodes)} "
+            f"({'applied' if record.applied else 'recommended only'})"  # type: ignore[attr-defined]
+        )
+        console.print(f"t={obs.time_s:.0f}s in={obs.input_rate:.0f}/s out={obs.throughput:.0f}/s "
+                      f"backlog={obs.backlog:.0f} n={obs.n} ND_max={obs.nd_max_ms:g} ms: {what}")
+
+    loop = ControlLoop(backend, make_policy(policy), lmap, cfg, state_path=state, on_step=report)
+    done = 0
+    try:
+        while steps is None or done < steps:
+            try:
+                loop.step()
+            except ReconfigurationError as err:  # undone by the backend; the next period plans again
+                console.print(f"[red]reconfiguration failed:[/red] {err}")
+            done += 1
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        backend.close()

@@ -47,7 +47,7 @@ def manifests(
     live_only: bool = typer.Option(False, "--live-only",
                                    help="Leave out the Deployment patch right (only the restart strategy needs it)."),
 ) -> None:
-    """Write the controller's RBAC (rbac.yaml): nodes get/list/patch, pods get/list, events create, and the
+    """Write the controller's RBAC (rbac.yaml): nodes list/patch, pods list, events create, and the
     driver Deployment get/patch for the restart strategy — exactly what it uses."""
     from gesscale.k8s.manifests import HEADER, dump_all, validate, write_bundle
     from gesscale.k8s.names import check_dns_label

@@ -1,6 +1,6 @@
 """The few Kubernetes API calls the controller makes, over the official `kubernetes` client.
 
-Only what the RBAC manifest grants (manifests/rbac.yaml): nodes get/list/patch, pods get/list, the driver
+Only what the RBAC manifest grants (manifests/rbac.yaml): nodes list/patch, pods list, the driver
 Deployment get/patch (restart strategy only), events create. Responses are returned as plain dicts (raw JSON)
 so the backend does not depend on the client's model classes. Every call has a timeout; failures are retried
 per `gesscale.k8s.retry` and otherwise raised as `KubeApiError`, a `UserError` with one clear line.

@@ -1,20 +1,21 @@
 """The controller's RBAC: exactly the verbs and resources `gesscale.k8s.api` uses, nothing more (pure).
 
-- nodes: get, list, patch — read readiness/cordon/taints/annotations, set and remove the pool label
+- nodes: list, patch — read readiness/cordon/taints/annotations, set and remove the pool label
   (cluster-wide: nodes are not namespaced, hence a ClusterRole);
-- pods: get, list — find this application's driver and executor pods and the nodes they run on;
+- pods: list — find this application's driver and executor pods and the nodes they run on;
 - events: create — one Event per reconfiguration on the driver Deployment;
 - deployments (apps): get, patch — the `restart` strategy scales the driver Deployment to 0 and back with the
   new executor count; a live-only controller can drop this rule (`restart=False`).
-The backend polls pods instead of watching them, so `watch` is not granted.
+The backend lists (with selectors) and never reads single objects, nor watches (it polls), so neither `get` on
+nodes and pods nor `watch` is granted; tests/k8s/test_rbac_used.py checks the rules against its requests.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-CONTROLLER_NODE_VERBS = ("get", "list", "patch")
-CONTROLLER_POD_VERBS = ("get", "list")
+CONTROLLER_NODE_VERBS = ("list", "patch")
+CONTROLLER_POD_VERBS = ("list",)
 CONTROLLER_EVENT_VERBS = ("create",)
 CONTROLLER_DEPLOYMENT_VERBS = ("get", "patch")
 

@@ -83,9 +83,9 @@ def test_driver_side_value_by_value():
 def test_controller_rbac_lists_only_what_it_uses():
     docs = {d["kind"]: d for d in controller_rbac("fog", "gesscale-controller")}
     assert docs["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
-                                             "verbs": ["get", "list", "patch"]}]
+                                             "verbs": ["list", "patch"]}]
     assert docs["Role"]["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"]},
     ]

@@ -74,3 +74,29 @@ class ScalingHook:
         killed = self.control.kill(chosen)
         gone, current = self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
         return {"target": self.control.target(), "removed": killed, "gone": gone, "executors": current}
+
+    def settle(self, target: int, wait_s: float = 60.0, quiet_s: float = 3.0) -> list[str]:
+        """Bring a just-started application to exactly `target` executors; returns the ids it removed.
+
+        A standalone master launches executors on every free worker as soon as the application registers,
+        before the driver can lower the target; so set the target, wait until that many executors are up and
+        no new one came for `quiet_s`, then kill the surplus (newest first) and set the target again.
+        """
+        self.control.set_target(target)
+        deadline = self._clock() + wait_s
+        seen = len(self.control.executors())
+        calm_since = self._clock()
+        while self._clock() < deadline:
+            count = len(self.control.executors())
+            if count != seen:
+                seen, calm_since = count, self._clock()
+            if count >= target and self._clock() - calm_since >= quiet_s:
+                break
+            self._sleep(self._poll_s)
+        current = self.control.executors()
+        surplus = [e["id"] for e in current[target:]]
+        killed = self.control.kill(surplus) if surplus else []
+        self.control.set_target(target)
+        if killed:
+            self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
+        return killed

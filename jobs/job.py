@@ -232,9 +232,12 @@ def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[
     spark = _spark(cfg)
     try:
         control = SparkExecutorControl(spark.sparkContext)
+        hook = ScalingHook(control)
         if cfg.executors is not None and not control.local:
-            control.set_target(cfg.executors)
-        api.hook = ScalingHook(control)
+            removed = hook.settle(cfg.executors)
+            if removed:
+                log.info("removed executors %s launched beyond the target of %d", ",".join(removed), cfg.executors)
+        api.hook = hook
         return _stream(cfg, spark, control, tracker, state)
     finally:
         spark.stop()

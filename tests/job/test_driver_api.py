@@ -143,3 +143,12 @@ def test_add_reports_when_the_executor_lands_elsewhere() -> None:
     assert [e["host"] for e in result["added"]] == ["a"]
     with pytest.raises(HookError):
         hook.remove()
+
+
+def test_settle_trims_executors_launched_beyond_the_target() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    cluster.set_target(3)  # what a standalone master does when the application registers
+    ticks = iter(range(1000))
+    hook = ScalingHook(cluster, sleep=lambda s: None, clock=lambda: float(next(ticks)))
+    assert hook.settle(1, wait_s=30, quiet_s=2) == ["1", "2"]
+    assert [e["host"] for e in cluster.executors()] == ["a"] and cluster.target() == 1

@@ -135,7 +135,7 @@ def run(
     from netem.latency_map import load_latency_map
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    console = Console()
+    console = Console(soft_wrap=True)  # one line per period, never wrapped
     cfg = ControllerConfig(control_period_s=period, warmup_s=warmup, min_replicas=min_replicas,
                            max_replicas=max_replicas, recommend_only=recommend_only)
     kube = KubeApi.connect(server=server, kubeconfig=kubeconfig, context=context)
@@ -149,11 +149,12 @@ def run(
     backend = K8sBackend(kube, hook, lmap, K8sBackendConfig(app=app, namespace=namespace, strategy=strategy,
                                                             control_period_s=period))
     exporter = DecisionExporter()
+    metrics_server = None
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
         try:
-            start_http_server(metrics_port, registry=exporter.registry)
+            metrics_server, _ = start_http_server(metrics_port, registry=exporter.registry)
         except OSError as err:
             raise UserError(f"cannot serve metrics on port {metrics_port}: {err.strerror}") from None
 
@@ -180,3 +181,6 @@ def run(
         console.print("stopped")
     finally:
         backend.close()
+        if metrics_server is not None:
+            metrics_server.shutdown()
+            metrics_server.server_close()

@@ -63,14 +63,26 @@ def parse_node(obj: dict[str, Any]) -> NodeInfo:
 def latency_map_from_nodes(nodes: Iterable[NodeInfo], default_rtt_ms: float | None = None) -> LatencyMap | None:
     """The latency map the nodes carry in their annotations, or None when no node has `gesscale.io/rtt-ms`.
 
-    Nodes without the annotation still join the map (their pairs may be listed by their peers); a pair listed
-    by nobody is an error unless `default_rtt_ms` is given, as for a map file.
+    The map holds the annotated nodes and the peers they name; other nodes (e.g. the k3s server, which runs no
+    executor) stay out of it and are never chosen. A pair of the map listed by nobody is an error unless
+    `default_rtt_ms` is given, as for a map file.
     """
     nodes = list(nodes)
-    if not any(RTT_ANNOTATION in n.annotations for n in nodes):
+    annotated = [n for n in nodes if RTT_ANNOTATION in n.annotations]
+    if not annotated:
         return None
+    named: set[str] = set()
+    for n in annotated:
+        try:
+            row = json.loads(n.annotations[RTT_ANNOTATION])
+        except ValueError:
+            row = {}
+        if isinstance(row, dict):
+            named |= {str(peer) for peer in row}
     doc: dict[str, Any] = {"nodes": {}, "rtt_ms": {}}
     for n in nodes:
+        if n not in annotated and n.name not in named:
+            continue
         entry: dict[str, Any] = {}
         if REGION_ANNOTATION in n.annotations:
             entry["region"] = n.annotations[REGION_ANNOTATION]

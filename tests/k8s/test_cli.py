@@ -1,0 +1,63 @@
+"""`gesscale k8s manifests|submit|run` in-process against the fake API server and the job's HTTP API."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from gesscale.cli import main
+from gesscale.k8s.manifests import bundle
+from gesscale.k8s.spec import SubmitSpec
+from tests.fixtures.k8s import NODES, Fault
+from tests.k8s.helpers import LMAP, build_cluster, labelled, observation
+
+
+def _annotate_latencies(api):
+    for name, obj in api.objects(NODES).items():
+        if name in LMAP.nodes:
+            row = {b: LMAP.rtt(name, b) for b in LMAP.names if b != name}
+            obj["metadata"]["annotations"] = {"gesscale.io/rtt-ms": json.dumps(row)}
+            api.put(NODES, None, obj)
+
+
+def test_run_recommend_only_prints_the_decision_and_changes_nothing(fake_kube, fake_driver, monkeypatch, capsys):
+    build_cluster(fake_kube, fake_driver)
+    _annotate_latencies(fake_kube)  # no --latency-map: the map comes from the nodes
+    fake_driver.observations[:] = [{**observation(i, backlog=1000 * i), "held_back": True} for i in range(1, 6)]
+    monkeypatch.setenv("GESSCALE_JOB_TOKEN", "test-token")
+    code = main(["k8s", "run", "--hook-url", fake_driver.url, "--server", fake_kube.url, "--app", "taxi",
+                 "--namespace", "fog", "--recommend-only", "--steps", "1", "--period", "0.3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "up +['n4'] -[] -> ['n1', 'n2', 'n4'] (recommended only)" in out  # back pressure: one more, min ND_max
+    assert fake_kube.writes() == [] and fake_driver.hook_calls() == []
+    assert labelled(fake_kube) == {"n1", "n2"}
+
+
+def test_run_without_rights_is_one_line_and_exit_2(fake_kube, fake_driver, capsys):
+    build_cluster(fake_kube, fake_driver)
+    fake_kube.fault(Fault("GET", "/api/v1/nodes", status=403))
+    code = main(["k8s", "run", "--hook-url", fake_driver.url, "--server", fake_kube.url, "--steps", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == ["gesscale: error: kubernetes: list nodes: forbidden: the controller's service account lacks this "
+                   "permission (apply manifests/rbac.yaml) (injected 403)"]
+
+
+def test_submit_and_manifests_write_the_checked_bundle(tmp_path, capsys):
+    assert main(["k8s", "submit", "-o", str(tmp_path / "job"), "--app", "taxi", "--executors", "3"]) == 0
+    expected = bundle(SubmitSpec(app="taxi", executors=3))
+    for name, text in expected.items():
+        assert (tmp_path / "job" / name).read_text() == text
+    assert "kubectl label node <node> gesscale.io/pool=taxi" in capsys.readouterr().out
+    assert main(["k8s", "manifests", "-o", str(tmp_path / "rbac"), "--live-only"]) == 0
+    docs = list(yaml.safe_load_all((tmp_path / "rbac" / "rbac.yaml").read_text()))
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert [r["resources"] for r in role["rules"]] == [["pods"], ["events"]]
+
+
+def test_bad_submit_option_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["k8s", "submit", "-o", str(tmp_path), "--executor-memory", "lots"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gesscale: error: memory 'lots': expected a number with k, m, g or t (e.g. 1g, 384m)")

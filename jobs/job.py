@@ -243,9 +243,9 @@ def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[
         spark.stop()
 
 
-def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobState) -> dict[str, Any] | None:
+def start_query(spark: Any, cfg: JobConfig, state: JobState) -> Any:
+    """Start the enrichment query on `spark` (the source registered, classify, exactly-once writer)."""
     from jobs.kafka_source import KafkaSource
-    from jobs.metrics import JsonLines
     from jobs.records import classify
 
     spark.dataSource.register(KafkaSource)
@@ -258,8 +258,6 @@ def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobSt
     )
     if cfg.max_rows_per_batch:
         reader = reader.option("maxRowsPerBatch", str(cfg.max_rows_per_batch))
-    spark.streams.addListener(
-        _listener(tracker, control, state, JsonLines(cfg.metrics_jsonl) if cfg.metrics_jsonl else None))
     writer = (
         classify(reader.load(), cfg.input)
         .writeStream.queryName("gesscale-enrich")
@@ -270,7 +268,15 @@ def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobSt
         writer = writer.trigger(availableNow=True)
     elif cfg.trigger_ms > 0:
         writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
-    query = writer.start()
+    return writer.start()
+
+
+def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobState) -> dict[str, Any] | None:
+    from jobs.metrics import JsonLines
+
+    spark.streams.addListener(
+        _listener(tracker, control, state, JsonLines(cfg.metrics_jsonl) if cfg.metrics_jsonl else None))
+    query = start_query(spark, cfg, state)
     state.last_rows_at = time.monotonic()
     stop = threading.Event()
     previous = {}

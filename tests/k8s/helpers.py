@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from gesscale.k8s.api import KubeApi
@@ -80,3 +82,13 @@ class ScriptedPolicy(Policy):
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """The next scripted target (the current count when the script is over)."""
         return Decision(self.targets.pop(0) if self.targets else obs.n, "scripted")
+
+
+def eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Poll `check` until it holds or `timeout_s` passes (for what the fake cluster does in its own threads)."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -127,3 +127,12 @@ def test_scale_down_refused_by_the_driver_keeps_the_labels(fake_kube, fake_drive
         backend.apply(DOWN)
     assert fake_kube.writes() == []
     _assert_unchanged(fake_kube, fake_driver)
+
+
+def test_executor_pod_that_never_goes_keeps_its_label(fake_kube, fake_driver, monkeypatch):
+    build_cluster(fake_kube, fake_driver)
+    monkeypatch.setattr(fake_driver, "kill", lambda ids: list(ids))  # Spark accepts the kill, the pod stays
+    backend = make_backend(fake_kube, fake_driver, ready_timeout_s=0.5)
+    with pytest.raises(ReconfigurationError, match="executors on n1 still there"):
+        backend.apply(DOWN)
+    _assert_unchanged(fake_kube, fake_driver)

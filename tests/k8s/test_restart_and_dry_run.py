@@ -9,12 +9,13 @@ from gesscale.k8s.backend import ReconfigurationError
 from gesscale.k8s.exporter import DecisionExporter
 from gesscale.mape import ControlLoop
 from gesscale.observation import Placement
-from tests.fixtures.k8s import APP, DEPLOYMENTS, NAMESPACE, PODS, driver_pod
+from tests.fixtures.k8s import APP, DEPLOYMENTS, NAMESPACE, NODES, PODS, driver_pod
 from tests.k8s.helpers import (
     LMAP,
     POOL,
     ScriptedPolicy,
     build_cluster,
+    eventually,
     executor_nodes,
     labelled,
     make_backend,
@@ -91,3 +92,16 @@ def test_observation_summarises_the_batches_of_the_period(fake_kube, fake_driver
     assert obs.backlog == 300 and obs.backlog_growth == -200
     assert obs.input_rate * obs.period_s == pytest.approx(2800)
     assert obs.replicas == ("n1", "n2") and obs.nd_max_ms == 20
+
+
+def test_restart_that_cannot_place_restores_the_previous_placement(fake_kube, fake_driver):
+    build_cluster(fake_kube, fake_driver)
+    fake_kube.put(NODES, None, {**fake_kube.objects(NODES)["n4"], "spec": {"unschedulable": True}})
+    backend = make_backend(fake_kube, fake_driver, strategy="restart", ready_timeout_s=0.5)
+    with pytest.raises(ReconfigurationError, match="previous placement restored"):
+        backend.apply(Placement(("n1", "n2", "n4"), 20.0))
+    assert labelled(fake_kube) == {"n1", "n2"}
+    deployment = fake_kube.objects(DEPLOYMENTS)[f"{APP}-driver"]["spec"]
+    assert deployment["replicas"] == 1
+    assert deployment["template"]["metadata"]["annotations"] == {"gesscale.io/executors": "2"}
+    assert eventually(lambda: executor_nodes(fake_driver) == {"n1", "n2"})

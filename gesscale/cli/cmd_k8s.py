@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -145,7 +146,10 @@ def run(
         lmap = latency_map_from_nodes(parse_node(n) for n in kube.list_nodes())
         if lmap is None:
             raise UserError("no --latency-map given and no node carries the gesscale.io/rtt-ms annotation")
-    hook = HttpDriverHook(hook_url, os.environ.get(token_env))
+    token = os.environ.get(token_env)
+    if not token and not recommend_only:
+        raise UserError(f"set {token_env} to the scaling hook's token (the job's Secret), or use --recommend-only")
+    hook = HttpDriverHook(hook_url, token)
     backend = K8sBackend(kube, hook, lmap, K8sBackendConfig(app=app, namespace=namespace, strategy=strategy,
                                                             control_period_s=period))
     exporter = DecisionExporter()
@@ -165,7 +169,8 @@ def run(
             f"{rec.kind} +{list(rec.added)} -{list(rec.removed)} -> {list(rec.nodes)} "
             f"({'applied' if record.applied else 'recommended only'})"  # type: ignore[attr-defined]
         )
-        console.print(f"t={obs.time_s:.0f}s in={obs.input_rate:.0f}/s out={obs.throughput:.0f}/s "
+        when = datetime.fromtimestamp(obs.time_s).strftime("%H:%M:%S")
+        console.print(f"{when} in={obs.input_rate:.0f}/s out={obs.throughput:.0f}/s "
                       f"backlog={obs.backlog:.0f} n={obs.n} ND_max={obs.nd_max_ms:g} ms: {what}")
 
     loop = ControlLoop(backend, make_policy(policy), lmap, cfg, state_path=state, on_step=report)

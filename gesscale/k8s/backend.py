@@ -100,6 +100,7 @@ class K8sBackend(Backend):
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.api = api
         self.hook = hook
@@ -107,7 +108,7 @@ class K8sBackend(Backend):
         self.cfg = config
         self._clock = clock
         self._sleep = sleep
-        self._t0 = clock()
+        self._wall = wall
         self._stopped = False
         self._events = 0
         self.last_change_s: float | None = None  # wall time of the last apply, pause or not
@@ -167,7 +168,8 @@ class K8sBackend(Backend):
         bp = sum(held) / len(held) if held else float(last.get("bp_upstream", 0.0)) if last else 0.0
         placement = self.current()
         return Observation(
-            time_s=self._clock() - self._t0,
+            # Wall-clock seconds: the loop's saved "last reconfiguration" time stays valid across controller restarts.
+            time_s=self._wall(),
             period_s=elapsed,
             input_rate=max(0.0, (processed + growth) / elapsed),
             throughput=processed / elapsed,
@@ -198,7 +200,7 @@ class K8sBackend(Backend):
         remove = [n for n in before if n not in want]
         if not add and not remove:
             return 0.0
-        self.last_change_s = time.time()
+        self.last_change_s = self._wall()
         if self.cfg.strategy == "live":
             if remove:
                 self._live_remove(remove)

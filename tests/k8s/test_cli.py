@@ -10,6 +10,7 @@ from gesscale.cli import main
 from gesscale.k8s.manifests import bundle
 from gesscale.k8s.spec import SubmitSpec
 from tests.fixtures.k8s import NODES, Fault
+from tests.fixtures.paths import ROOT
 from tests.k8s.helpers import LMAP, build_cluster, labelled, observation
 
 
@@ -61,3 +62,12 @@ def test_bad_submit_option_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["k8s", "submit", "-o", str(tmp_path), "--executor-memory", "lots"]) == 2
     assert capsys.readouterr().err.strip() == (
         "gesscale: error: memory 'lots': expected a number with k, m, g or t (e.g. 1g, 384m)")
+
+
+def test_run_without_a_token_is_refused_unless_dry(fake_kube, fake_driver, monkeypatch, capsys):
+    build_cluster(fake_kube, fake_driver)
+    monkeypatch.delenv("GESSCALE_JOB_TOKEN", raising=False)
+    code = main(["k8s", "run", "--hook-url", fake_driver.url, "--server", fake_kube.url,
+                 "--latency-map", str(ROOT / "inventory/latency/pi10.yaml"), "--steps", "1"])
+    assert code == 2
+    assert "set GESSCALE_JOB_TOKEN" in capsys.readouterr().err

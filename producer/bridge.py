@@ -147,8 +147,15 @@ class Bridge:
         with self._lock:
             return self._pending
 
-    def run(self, stop: threading.Event, *, idle_exit_s: float | None = None, max_messages: int | None = None,
-            progress: Callable[[BridgeStats], None] | None = None) -> BridgeStats:  # fmt: skip
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        idle_exit_s: float | None = None,
+        max_messages: int | None = None,
+        progress: Callable[[BridgeStats], None] | None = None,
+        drain_timeout_s: float = 30.0,
+    ) -> BridgeStats:
         """Forward until `stop` is set, `max_messages` were forwarded, or nothing arrived for `idle_exit_s`."""
         start = last_count_change = time.monotonic()
         last_received = -1
@@ -169,12 +176,15 @@ class Bridge:
                     break
                 if idle_exit_s is not None and now - last_count_change >= idle_exit_s and self.pending() == 0:
                     break
-            self._drain(timeout_s=30)
+            self._drain(timeout_s=drain_timeout_s)
         finally:
             self._closing = True
             self._client.disconnect()
             self._client.loop_stop()
-            self._producer.close(timeout=5)
+            from kafka.errors import KafkaError
+
+            with contextlib.suppress(KafkaError):  # Kafka unreachable: its records stay un-acked in MQTT
+                self._producer.close(timeout=5)
         self.stats.elapsed_s = time.monotonic() - start
         return self.stats
 

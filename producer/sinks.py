@@ -218,7 +218,10 @@ class KafkaSink:
 
     def close(self) -> None:
         """Close the producer without waiting for unsent records (drain first)."""
-        self._producer.close(timeout=1)
+        from kafka.errors import KafkaError
+
+        with contextlib.suppress(KafkaError):
+            self._producer.close(timeout=1)
 
 
 class MqttSink:
@@ -238,6 +241,12 @@ class MqttSink:
         self._client.max_queued_messages_set(0)
         self._client.reconnect_delay_set(min_delay=1, max_delay=10)
         self._outage = OutageTracker(notify, f"MQTT {host}:{port}")
+        # Everything the callbacks touch exists before connecting: paho's thread may call them at once.
+        self._inflight: collections.deque = collections.deque()
+        self.acked = 0
+        self.resent = 0
+        self.resent_precaution = 0
+        self.dropped = 0
         self._closing = False
         self._client.on_disconnect = self._on_disconnect
         self._client.on_connect = self._on_connect
@@ -246,11 +255,6 @@ class MqttSink:
         except OSError as err:
             raise UserError(f"cannot reach MQTT broker at {host}:{port}: {err.strerror or err}") from None
         self._client.loop_start()
-        self._inflight: collections.deque = collections.deque()
-        self.acked = 0
-        self.resent = 0
-        self.resent_precaution = 0
-        self.dropped = 0
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         if not self._closing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop
-from tests.fixtures.k8s import APP, NODES
+from tests.fixtures.k8s import APP, NODES, changes
 from tests.k8s.helpers import LMAP, POOL, ScriptedPolicy, build_cluster, executor_nodes, labelled, make_backend
 
 
@@ -22,17 +22,22 @@ def test_scale_up_then_down_makes_exactly_these_changes(fake_kube, fake_driver):
     assert executor_nodes(fake_driver) == {"n2", "n4"}
     assert labelled(fake_kube) == {"n2", "n4"}
 
-    writes = [(r.method, r.path, r.body) for r in fake_kube.writes()]
-    hook = [(m, p, b) for m, p, b in fake_driver.hook_calls()]
-    assert writes[0] == ("PATCH", "/api/v1/nodes/n4", {"metadata": {"labels": {POOL: APP}}})
-    assert hook[0] == ("POST", "/executors/target", {"target": 3, "wait_s": 0.0})
-    assert writes[1][:2] == ("POST", "/api/v1/namespaces/fog/events")
-    assert writes[1][2]["reason"] == "ScaledUp"
-    assert hook[1] == ("POST", "/executors/remove", {"ids": ["1"], "wait_s": 0.0})  # executor 1 ran on n1
-    assert writes[2] == ("PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {POOL: None}}})
-    assert writes[3][:2] == ("POST", "/api/v1/namespaces/fog/events")
-    assert writes[3][2]["reason"] == "ScaledDown"
-    assert len(writes) == 4 and len(hook) == 2
+    events = "/api/v1/namespaces/fog/events"
+    steps = changes(fake_kube, fake_driver)
+    assert [s[:3] for s in steps] == [
+        ("api", "PATCH", "/api/v1/nodes/n4"),
+        ("hook", "POST", "/executors/target"),
+        ("api", "POST", events),
+        ("hook", "POST", "/executors/remove"),
+        ("api", "PATCH", "/api/v1/nodes/n1"),
+        ("api", "POST", events),
+    ]
+    assert steps[0][3] == {"metadata": {"labels": {POOL: APP}}}  # label on the min-ND_max node
+    assert steps[1][3] == {"target": 3, "wait_s": 0.0}  # the new target
+    assert steps[2][3]["reason"] == "ScaledUp"
+    assert steps[3][3] == {"ids": ["1"], "wait_s": 0.0}  # executor 1 ran on n1, the greatest-latency node
+    assert steps[4][3] == {"metadata": {"labels": {POOL: None}}}  # label removed
+    assert steps[5][3]["reason"] == "ScaledDown"
     # Nothing else changed on any node.
     nodes_after = fake_kube.objects(NODES)
     for name, obj in nodes_before.items():

@@ -42,6 +42,7 @@ class PlaybookResult:
     status: str
     recap: dict[str, HostRecap] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  # "host: task" of every changed result
 
     @property
     def ok(self) -> bool:
@@ -124,6 +125,7 @@ def run_playbook(
         "ANSIBLE_NOCOLOR": "True",
     }
     failures: list[str] = []
+    changes: list[str] = []
 
     def on_event(event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -137,6 +139,8 @@ def run_playbook(
             res = data.get("res") or {}
             state = {"runner_on_failed": "failed", "runner_on_unreachable": "unreachable",
                      "runner_on_skipped": "skipped"}.get(kind, "changed" if res.get("changed") else "ok")  # fmt: skip
+            if state == "changed":
+                changes.append(f"{host}: {data.get('task', '')}")
             if state in ("failed", "unreachable") and not data.get("ignore_errors"):
                 msg = str(res.get("msg") or res.get("stderr") or "").strip()
                 failures.append(f"{host}: {data.get('task', '')}: {msg}")
@@ -162,7 +166,7 @@ def run_playbook(
             # ansible-playbook stopped before any play ran (bad inventory, syntax error): show its words.
             text = runner.stdout.read() if runner.stdout else ""
             failures.append(text.strip()[-2000:])
-    return PlaybookResult(runner.rc, runner.status, _recap_from_stats(stats), failures)
+    return PlaybookResult(runner.rc, runner.status, _recap_from_stats(stats), failures, changes)
 
 
 def _emit(progress: Progress | None, kind: str, host: str, text: str) -> None:

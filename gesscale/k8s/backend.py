@@ -246,6 +246,7 @@ class K8sBackend(Backend):
         """Label the chosen nodes, raise the target, wait for an executor on each; undo on failure."""
         labelled: list[str] = []
         target_raised = False
+        self._drop_stray_labels(add)
         try:
             for node in add:
                 self._set_label(node, True)
@@ -267,6 +268,14 @@ class K8sBackend(Backend):
             if isinstance(err, ReconfigurationError):
                 raise
             raise ReconfigurationError(f"scale-up onto {', '.join(add)} failed and was undone: {err}") from None
+
+    def _drop_stray_labels(self, add: list[str]) -> None:
+        """Unlabel pool nodes that host no executor pod (e.g. left by a crash): the next executor must land on
+        a chosen node, and the label is the controller's to manage."""
+        hosting = {_node_of(p) for p in self.executor_pods()}
+        for node in sorted(self.labelled() - hosting - set(add)):
+            log.warning("node %s carries the pool label but no executor: removing the label", node)
+            self._unlabel_tolerant(node)
 
     def _undo_add(self, labelled: list[str], target_raised: bool, running_before: int) -> None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop
+from gesscale.observation import Placement
 from tests.fixtures.k8s import APP, NODES, changes
 from tests.k8s.helpers import LMAP, POOL, ScriptedPolicy, build_cluster, executor_nodes, labelled, make_backend
 
@@ -48,3 +49,16 @@ def test_scale_up_then_down_makes_exactly_these_changes(fake_kube, fake_driver):
             labels.pop(POOL)
         assert nodes_after[name]["metadata"]["labels"] == labels
         assert nodes_after[name]["spec"] == obj["spec"]
+
+
+def test_a_stray_pool_label_is_removed_before_a_scale_up(fake_kube, fake_driver):
+    build_cluster(fake_kube, fake_driver)
+    fake_kube.put(NODES, None, {**fake_kube.objects(NODES)["n3"], "metadata": {"name": "n3", "labels": {POOL: APP}}})
+    backend = make_backend(fake_kube, fake_driver)
+    backend.apply(Placement(("n1", "n2", "n4"), 20.0))  # n3 sorts before n4: the new executor would land there
+    assert [s[:3] for s in changes(fake_kube, fake_driver)][:3] == [
+        ("api", "PATCH", "/api/v1/nodes/n3"),
+        ("api", "PATCH", "/api/v1/nodes/n4"),
+        ("hook", "POST", "/executors/target"),
+    ]
+    assert executor_nodes(fake_driver) == {"n1", "n2", "n4"} and labelled(fake_kube) == {"n1", "n2", "n4"}

@@ -113,7 +113,11 @@ def run(
     latency_map: Path = typer.Option(None, "--latency-map",
                                      help="Latency map YAML; default: the nodes' gesscale.io/rtt-ms annotations."),
     policy: str = typer.Option("gesscale", "--policy", help="Policy id (see `gesscale simulate -p help`)."),
-    strategy: str = typer.Option("live", "--strategy", help="live (query keeps running) or restart (driver)."),
+    strategy: str = typer.Option(
+        "live", "--strategy",
+        help="live: add/remove executors while the query runs; restart: stop the driver at its checkpoint, relabel, "
+             "start it with the new executor count.",
+    ),
     period: float = typer.Option(60.0, "--period", help="Control period (s)."),
     warmup: float = typer.Option(180.0, "--warmup", help="No decision for this long after a change (s)."),
     min_replicas: int = typer.Option(1, "--min", help="Fewest executors."),

@@ -47,15 +47,16 @@ def _scratch_topic(bootstrap: str, prefix: str, partitions: int = PARTITIONS):
                 admin.delete_topics([name])
 
 
-def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int, timestamps: bool = False) -> None:
-    """Write `per_partition` records `p:i` to each partition, in several multi-record batches."""
+def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int, base_ts_ms: int | None = None) -> None:
+    """Write `per_partition` records `p:i` to each partition, in several multi-record batches; with
+    `base_ts_ms`, record i gets timestamp base + i seconds."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=4096)
     try:
         for i in range(per_partition):
             for p in range(partitions):
-                ts = 1_600_000_000_000 + i * 1000 if timestamps else None
+                ts = base_ts_ms + i * 1000 if base_ts_ms is not None else None
                 producer.send(topic, value=f"{p}:{i}".encode(), key=f"k{i}".encode(), partition=p, timestamp_ms=ts)
         producer.flush(timeout=60)
     finally:
@@ -186,12 +187,14 @@ def probe_offsets_for_times(bootstrap: str) -> ProbeResult:
     """offsets_for_times(t) returns the first offset whose timestamp is at or after t."""
     from kafka import TopicPartition
 
+    # Recent timestamps: brokers may apply retention to old ones (7 days by default in Kafka).
+    base = int(time.time() * 1000) - 200_000
     with _scratch_topic(bootstrap, "times", partitions=1) as topic:
-        _fill(bootstrap, topic, 1, 100, timestamps=True)
+        _fill(bootstrap, topic, 1, 100, base_ts_ms=base)
         consumer = _consumer(bootstrap)
         try:
             tp = TopicPartition(topic, 0)
-            found = consumer.offsets_for_times({tp: 1_600_000_000_000 + 42 * 1000 - 500})[tp]
+            found = consumer.offsets_for_times({tp: base + 42 * 1000 - 500})[tp]
         finally:
             consumer.close()
     got = None if found is None else found.offset

@@ -11,12 +11,26 @@ from contextlib import contextmanager, suppress
 from gesscale.errors import UserError
 
 
+def require_reachable(bootstrap: str, timeout_s: float = 2.0) -> None:
+    """UserError at once when no address of `bootstrap` (host:port[,host:port...]) accepts a TCP connection."""
+    from gesscale.brokers.process import port_answers
+
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not port.isdigit():
+            raise UserError(f"bootstrap address must be host:port, got {address.strip()!r}")
+        if port_answers(int(port), host or "127.0.0.1", timeout_s):
+            return
+    raise UserError(f"no Kafka broker answers at {bootstrap}")
+
+
 @contextmanager
 def admin_client(bootstrap: str, timeout_s: float = 10.0) -> Iterator:
     """A KafkaAdminClient for `bootstrap`, closed on exit; UserError when no broker answers."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    require_reachable(bootstrap)
     try:
         admin = KafkaAdminClient(
             bootstrap_servers=bootstrap,

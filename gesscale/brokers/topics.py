@@ -82,11 +82,14 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def read_values(bootstrap: str, topic: str, idle_timeout_s: float = 3.0) -> Iterator[tuple[int, int, bytes]]:
+def read_values(
+    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5
+) -> Iterator[tuple[int, int, bytes]]:
     """Every (partition, offset, value) of `topic` from the beginning, read with assign + poll (no group).
 
-    Stops when each partition is read up to the end offset taken at the start, or after `idle_timeout_s`
-    without any new record (so a broker whose end offsets are wrong cannot make this loop forever).
+    Ends when every partition has been read up to the end offset taken at the start AND then nothing more
+    arrives for `settle_s` — so a broker that under-reports end offsets (tansu) cannot cut the read short —
+    or when nothing at all arrives for `idle_timeout_s`.
     """
     import time
 
@@ -104,8 +107,11 @@ def read_values(bootstrap: str, topic: str, idle_timeout_s: float = 3.0) -> Iter
         ends = consumer.end_offsets(parts)
         remaining = {tp for tp in parts if ends[tp] > 0}
         last_data = time.monotonic()
-        while remaining and time.monotonic() - last_data < idle_timeout_s:
-            batch = consumer.poll(timeout_ms=200)
+        while True:
+            quiet = time.monotonic() - last_data
+            if quiet >= idle_timeout_s or (not remaining and quiet >= settle_s):
+                return
+            batch = consumer.poll(timeout_ms=100)
             for tp, messages in batch.items():
                 for msg in messages:
                     yield tp.partition, msg.offset, msg.value

@@ -1,10 +1,8 @@
-"""Small kafka-python helpers of the job: topic metadata, a writer that fails loudly, and a key scan."""
+"""Small kafka-python helpers of the job: topic metadata, topic creation, and the sink's key scan."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
@@ -66,41 +64,3 @@ def read_keys(bootstrap: str, topic: str, partition: int, start: int) -> set[byt
         return keys
     finally:
         consumer.close()
-
-
-class KafkaWriter:
-    """Sends records to explicit partitions; `flush` raises the first send error so the Spark task fails.
-
-    No producer retries: a failed task is retried by Spark, and the sink skips what the failed attempt wrote.
-    """
-
-    def __init__(self, bootstrap: str) -> None:
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0, linger_ms=10,
-                                       batch_size=1 << 20, max_request_size=4 << 20, client_id="gesscale-sink")
-        self._error: BaseException | None = None
-
-    def _failed(self, exc: BaseException) -> None:
-        if self._error is None:
-            self._error = exc
-
-    def send(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
-        """Queue one record."""
-        self._producer.send(topic, key=key, value=value, partition=partition).add_errback(self._failed)
-        if self._error is not None:
-            raise RuntimeError(f"Kafka write failed: {self._error}") from self._error
-
-    def flush(self) -> None:
-        """Wait until every queued record is acknowledged; raise if any was not."""
-        self._producer.flush()
-        if self._error is not None:
-            raise RuntimeError(f"Kafka write failed: {self._error}") from self._error
-
-    def close(self) -> None:
-        """Release the connection (after `flush`, or on failure without waiting)."""
-        self._producer.close(timeout=5)
-
-    def __enter__(self) -> KafkaWriter:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

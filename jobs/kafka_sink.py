@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.kafka_io import KafkaWriter, read_keys
+from jobs.kafka_io import read_keys
+from jobs.produce import BatchProducer
 
 SINK_LOG_DIR = "gesscale-sink"
 KEEP_ENTRIES = 100
@@ -80,14 +81,14 @@ def _attempt() -> int:
 def write_partition(batches: Iterator[Any], spec: WriteSpec) -> Iterator[Any]:
     """`mapInArrow` body: send the rows of one task to Kafka and yield one row of counts.
 
-    Input columns: partition (source partition), reason (null for good rows), key, value.
+    Input columns: partition (source partition), reason (null for good rows), key and value (bytes).
     """
     import pyarrow as pa
 
     careful = spec.replay or _attempt() > 0
     seen: dict[tuple[str, int], set[bytes]] = {}
     written = dead = skipped = 0
-    writer = KafkaWriter(spec.bootstrap)
+    writer = BatchProducer(spec.bootstrap)
     try:
         for batch in batches:
             cols = batch.to_pydict()
@@ -97,15 +98,14 @@ def write_partition(batches: Iterator[Any], spec: WriteSpec) -> Iterator[Any]:
                 if why is None and not spec.write_good:
                     continue
                 part = src % spec.partitions[topic]
-                kb = key.encode()
                 if careful:
                     tp = (topic, part)
                     if tp not in seen:
                         seen[tp] = read_keys(spec.bootstrap, topic, part, spec.starts[topic][part])
-                    if kb in seen[tp]:
+                    if key in seen[tp]:
                         skipped += 1
                         continue
-                writer.send(topic, part, kb, value.encode())
+                writer.send(topic, part, key, value)
                 if why is None:
                     written += 1
                 else:

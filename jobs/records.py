@@ -101,6 +101,7 @@ def classify(raw: DataFrame, topic: str) -> DataFrame:
 
 
 def as_messages(classified: DataFrame) -> DataFrame:
-    """Classified rows → `partition, reason, key, value` with the JSON value the Kafka writer sends."""
+    """Classified rows → `partition, reason, key, value` (key and JSON value as UTF-8 bytes) for the writer."""
     value = F.when(F.col("reason").isNull(), F.to_json("enriched")).otherwise(F.to_json("dead"))
-    return classified.select("partition", "reason", "key", value.alias("value"))
+    return classified.select("partition", "reason", F.col("key").cast("binary").alias("key"),
+                             value.cast("binary").alias("value"))

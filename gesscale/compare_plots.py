@@ -1,0 +1,103 @@
+"""PNG figures of the comparison matrix: heatmaps across scenarios and replicas over time per scenario.
+
+- `heatmap`: policies × scenarios, one colour per cell with its value written in; used for the normalised
+  cost (cost / the `ideal` oracle's cost in that scenario, or / the cheapest policy without an oracle) and for
+  the excess time.
+- `replicas_plot`: one small panel per policy showing its replicas over time (first seed) against the ideal
+  replica count (demand), so under- and over-provisioning of every policy can be read on one page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def normalised_cost(matrix: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """scenario → policy → cost / reference cost (the `ideal` policy's, else the cheapest policy's)."""
+    out: dict[str, dict[str, float]] = {}
+    for sc, per in matrix.items():
+        ref = per["ideal"]["cost"] if "ideal" in per else min(m["cost"] for m in per.values())
+        out[sc] = {p: (m["cost"] / ref if ref > 0 else math.nan) for p, m in per.items()}
+    return out
+
+
+def heatmap(
+    values: Mapping[str, Mapping[str, float]], title: str, path: str | Path, fmt: str = "{:.2f}", cmap: str = "magma_r"
+) -> Path:
+    """Write a policies × scenarios heatmap of `values` (scenario → policy → number) as PNG."""
+    plt = _pyplot()
+    scenarios = list(values)
+    policies = sorted({p for per in values.values() for p in per})
+    grid = np.array([[values[sc].get(p, math.nan) for sc in scenarios] for p in policies], dtype=float)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.25 * len(scenarios), 1.0 + 0.42 * len(policies)))
+    finite = grid[np.isfinite(grid)]
+    vmax = float(np.percentile(finite, 95)) if finite.size else 1.0
+    im = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=float(finite.min()) if finite.size else 0.0,
+                   vmax=vmax if vmax > 0 else None)
+    ax.set_xticks(range(len(scenarios)), labels=scenarios, rotation=30, ha="right")
+    ax.set_yticks(range(len(policies)), labels=policies)
+    for i in range(len(policies)):
+        for j in range(len(scenarios)):
+            v = grid[i, j]
+            if np.isfinite(v):
+                dark = vmax > 0 and v > 0.6 * vmax
+                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def replicas_plot(
+    scenario: str,
+    series: Mapping[str, tuple[Sequence[int], Sequence[int]]],
+    period_s: float,
+    path: str | Path,
+) -> Path:
+    """One panel per policy: replicas in use (first seed) and the ideal replica count, over time in minutes."""
+    plt = _pyplot()
+    policies = sorted(series)
+    cols = 4 if len(policies) > 6 else max(1, min(3, len(policies)))
+    rows = math.ceil(len(policies) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 1.9 * rows + 0.6), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, pid in zip(axes.flat, policies, strict=False):
+        supply, demand = series[pid]
+        t_s = np.arange(len(supply)) * period_s / 60.0
+        t_d = np.arange(len(demand)) * period_s / 60.0
+        ax.step(t_d, demand, where="post", color="grey", lw=1.0, label="ideal")
+        ax.step(t_s, supply, where="post", color="tab:green", lw=1.2, label="replicas")
+        ax.set_title(pid, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(policies):]:
+        ax.axis("off")
+    axes[0][0].legend(loc="upper left", fontsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("time (min)")
+    for row in axes:
+        row[0].set_ylabel("replicas")
+    fig.suptitle(f"{scenario}: replicas over time (first seed) vs ideal")
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=100)
+    plt.close(fig)
+    return p

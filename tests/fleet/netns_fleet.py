@@ -83,15 +83,26 @@ class Fleet:
             raise
         return self
 
-    def down(self) -> None:
-        """Kill every process of the fleet, delete veths, namespaces, bridge and state; release the lock."""
+    def down(self, release_lock: bool = True) -> None:
+        """Kill every process of the fleet, delete veths, namespaces, bridge and state; release the lock.
+
+        With `release_lock=False` the machine-wide lock is kept (call `release()` later), so a caller can check
+        that nothing is left before another test session may build its own fleet.
+        """
+        if self._lock_fd is None:
+            return  # not built or already torn down: the names may now belong to another session's fleet
         try:
             self._remove_leftovers()
         finally:
-            if self._lock_fd is not None:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            if release_lock:
+                self.release()
+
+    def release(self) -> None:
+        """Release the machine-wide fleet lock, if held."""
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def ssh(self, host: FleetHost, command: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
         """Run a command on a host over real SSH as `gsadmin` (prefix with `sudo` for root)."""

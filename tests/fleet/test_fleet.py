@@ -38,17 +38,23 @@ def test_hosts_answer_over_ssh_with_sudo_and_own_files(fleet):
 
 @pytest.mark.e2e
 def test_teardown_removes_every_trace(fleet):
-    # The module's fleet holds the machine-wide lock; a second fleet of the same names must wait, so build
-    # and tear down a separate one only after checking the running one.
+    # Checks run while this session still holds the machine-wide fleet lock, so that another test session
+    # (which would build the same names) cannot interleave.
     assert {h.name for h in fleet.hosts} <= set(_leftovers())
-    fleet.down()
-    assert _leftovers() == []
-    assert not fleet.state_dir.exists()
-    assert subprocess.run(["pgrep", "-f", "sshd -D -e -f /run/gsfleet"], capture_output=True).returncode == 1
+    fleet.down(release_lock=False)
+    try:
+        assert _leftovers() == []
+        assert not fleet.state_dir.exists()
+        assert subprocess.run(["pgrep", "-f", "sshd -D -e -f /run/gsfleet"], capture_output=True).returncode == 1
+    finally:
+        fleet.release()
     again = Fleet(count=2)
     try:
         again.up()
-        assert fleet.ssh(again.hosts[1], "true").returncode == 0
+        assert again.ssh(again.hosts[1], "true").returncode == 0
     finally:
-        again.down()
-    assert _leftovers() == []
+        again.down(release_lock=False)
+    try:
+        assert _leftovers() == []
+    finally:
+        again.release()

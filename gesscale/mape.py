@@ -67,14 +67,15 @@ class ControlLoop:
             self._resume()
 
     # -- persistence -----------------------------------------------------------------------------------
-    def _save(self, pending: Placement | None = None) -> None:
+    def _save(self, pending: Placement | None = None, pending_time_s: float | None = None) -> None:
         if not self.state_path:
             return
         state: dict[str, Any] = {
             "policy": self.policy.id,
             "policy_state": self.policy.state_dict(),
             "last_reconfig_s": None if self.last_reconfig_s == -float("inf") else self.last_reconfig_s,
-            "pending": None if pending is None else {"nodes": list(pending.nodes), "nd_max_ms": pending.nd_max_ms},
+            "pending": None if pending is None else {"nodes": list(pending.nodes), "nd_max_ms": pending.nd_max_ms,
+                                                     "time_s": pending_time_s},
             "rng": _rng_state(self.rng),
         }
         tmp = self.state_path.with_suffix(".tmp")
@@ -92,9 +93,11 @@ class ControlLoop:
         if state.get("rng"):
             self.rng.setstate(_rng_from_state(state["rng"]))
         pending = state.get("pending")
-        if pending and set(self.backend.current().nodes) != set(pending["nodes"]):
-            # The previous controller died before its change took effect: plan again from what is there.
-            pass
+        # A change the previous controller made but did not record (it died during `apply`) counts as done when
+        # the backend shows it: the warm-up runs from when it was made, so it is not made a second time.
+        if pending and pending.get("time_s") is not None and set(self.backend.current().nodes) == set(pending["nodes"]):
+            self.last_reconfig_s = float(pending["time_s"])
+        # Otherwise the change never took effect: the loop plans again from what the backend shows.
         self._save()
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -132,7 +135,7 @@ class ControlLoop:
                 reason=decision.reason,
             )
             if not self.config.recommend_only:
-                self._save(pending=target)
+                self._save(pending=target, pending_time_s=obs.time_s)
                 pause = self.backend.apply(target, instant=self.policy.instant)
                 self.last_reconfig_s = obs.time_s
                 reconf = Reconfiguration(**{**reconf.__dict__, "pause_s": pause})

@@ -131,7 +131,7 @@ def run(
     """Run the controller against Spark on Kubernetes: observe through the driver, place through node labels."""
     from gesscale.config import ControllerConfig
     from gesscale.k8s.api import KubeApi
-    from gesscale.k8s.backend import K8sBackend, K8sBackendConfig, ReconfigurationError
+    from gesscale.k8s.backend import K8sBackend, K8sBackendConfig, ObservationUnavailable, ReconfigurationError
     from gesscale.k8s.exporter import DecisionExporter
     from gesscale.k8s.hook_client import HttpDriverHook
     from gesscale.k8s.nodes import latency_map_from_nodes, parse_node
@@ -185,6 +185,8 @@ def run(
                 loop.step()
             except ReconfigurationError as err:  # undone by the backend; the next period plans again
                 console.print(f"[red]reconfiguration failed:[/red] {err}")
+            except ObservationUnavailable as err:
+                console.print(f"[yellow]{err}[/yellow]")
             done += 1
     except KeyboardInterrupt:
         console.print("stopped")

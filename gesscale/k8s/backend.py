@@ -50,6 +50,10 @@ class ReconfigurationError(UserError):
     """A placement change could not be made; what this call had changed was undone."""
 
 
+class ObservationUnavailable(UserError):
+    """The driver gave no observation during a whole control period (no decision can be taken on nothing)."""
+
+
 @dataclass(frozen=True)
 class K8sBackendConfig:
     """Where the job runs and how long to wait for Kubernetes and Spark."""
@@ -146,14 +150,19 @@ class K8sBackend(Backend):
         `bp_upstream` is the share of sampled batches that were held back (DESIGN §3).
         """
         start = self._clock()
-        first = self.hook.observation()
+        first = self._sample()
         seen: dict[int, dict[str, Any]] = {}
         deadline = start + self.cfg.control_period_s
         while (now := self._clock()) < deadline:
             self._sleep(min(self.cfg.sample_s, deadline - now))
-            obs = self.hook.observation()
+            obs = self._sample()
             if obs is not None and (first is None or obs["batch_id"] > first["batch_id"]):
                 seen[int(obs["batch_id"])] = obs
+        if first is None and not seen:
+            raise ObservationUnavailable(
+                f"no observation from the driver in {self.cfg.control_period_s:g} s (not started, restarting, "
+                "or unreachable); no decision this period"
+            )
         elapsed = max(self._clock() - start, 1e-9)
         last = seen[max(seen)] if seen else first
         backlog0 = float(first["backlog"]) if first else 0.0
@@ -181,6 +190,14 @@ class K8sBackend(Backend):
             nd_max_ms=placement.nd_max_ms,
             extra={"batches": len(seen), "executors": list((last or {}).get("executors", []))},
         )
+
+    def _sample(self) -> dict[str, Any] | None:
+        """The driver's latest observation; None when it has none yet or does not answer (logged)."""
+        try:
+            return self.hook.observation()
+        except HookError as err:
+            log.warning("observation sample lost: %s", err)
+            return None
 
     @property
     def finished(self) -> bool:
@@ -246,8 +263,8 @@ class K8sBackend(Backend):
         """Label the chosen nodes, raise the target, wait for an executor on each; undo on failure."""
         labelled: list[str] = []
         target_raised = False
-        self._drop_stray_labels(add)
         try:
+            self._drop_stray_labels(add)
             for node in add:
                 self._set_label(node, True)
                 labelled.append(node)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gesscale.config import ControllerConfig
-from gesscale.k8s.backend import ReconfigurationError
+from gesscale.k8s.backend import ObservationUnavailable, ReconfigurationError
 from gesscale.k8s.exporter import DecisionExporter
 from gesscale.mape import ControlLoop
 from gesscale.observation import Placement
@@ -105,3 +105,11 @@ def test_restart_that_cannot_place_restores_the_previous_placement(fake_kube, fa
     assert deployment["replicas"] == 1
     assert deployment["template"]["metadata"]["annotations"] == {"gesscale.io/executors": "2"}
     assert eventually(lambda: executor_nodes(fake_driver) == {"n1", "n2"})
+
+
+def test_no_observation_for_a_whole_period_is_reported_not_guessed(fake_kube, fake_driver):
+    build_cluster(fake_kube, fake_driver)
+    backend = make_backend(fake_kube, fake_driver)
+    fake_driver.close()  # the driver is gone (restarting, crashed): every sample fails
+    with pytest.raises(ObservationUnavailable, match="no decision this period"):
+        backend.observe()

@@ -2,7 +2,7 @@
 
 Rules, checked in this order; a row is counted under the first rule it breaks:
 
-    unparsable            wrong number of columns, a number or timestamp that does not parse
+    unparsable            wrong number of columns, a number or timestamp that does not parse (or is nan/inf)
     zero_coordinates      any of the four coordinates is exactly 0 (the GPS had no fix)
     outside_nyc           a coordinate outside the box lon [-74.3, -73.6], lat [40.45, 41.0] (NYC and its
                           airports, EWR included)
@@ -11,6 +11,7 @@ Rules, checked in this order; a row is counted under the first rule it breaks:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -61,6 +62,8 @@ def parse_ride(fields: list[str], columns: ColumnMap, ride_id: str) -> Ride | st
         plon, plat = float(fields[ix["pickup_longitude"]]), float(fields[ix["pickup_latitude"]])
         dlon, dlat = float(fields[ix["dropoff_longitude"]]), float(fields[ix["dropoff_latitude"]])
     except ValueError:
+        return "unparsable"
+    if not all(math.isfinite(v) for v in (distance, plon, plat, dlon, dlat)):
         return "unparsable"
     if 0.0 in (plon, plat, dlon, dlat):
         return "zero_coordinates"

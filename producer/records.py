@@ -51,7 +51,7 @@ class Ride:
 
     @property
     def event_time(self) -> datetime:
-        """The time the replay schedules this ride at: its dropoff."""
+        """The time the replay schedules this ride at: its dropoff (RideEncoder relies on this)."""
         return self.dropoff_time
 
 
@@ -74,25 +74,38 @@ def record_dict(ride: Ride, dup: int) -> dict[str, Any]:
     }
 
 
+def _json_str(text: str) -> str:
+    """`json.dumps(text)`, skipping the general escaper for the common plain ASCII alphanumeric ids."""
+    return f'"{text}"' if text.isascii() and text.isalnum() else json.dumps(text)
+
+
 class RideEncoder:
     """Encodes the `duplication` copies of a ride; the JSON body is built once per ride, not once per copy.
 
     Produces exactly `json.dumps(record_dict(ride, dup))`, byte for byte (a test checks it).
     """
 
-    __slots__ = ("_body", "_mid", "_ride_id", "key_bytes")
+    __slots__ = ("_body", "_head", "key_bytes")
 
     def __init__(self, ride: Ride) -> None:
-        text = json.dumps(record_dict(ride, 0))
-        # Field order is fixed: "key", "ride_id", "dup", then the ride's own fields (the shared body).
-        self._ride_id = ride.ride_id
-        self._mid = f', "ride_id": {json.dumps(ride.ride_id)}, "dup": '
-        self._body = text[text.index(', "event_time"') :]
+        # Field order is fixed: "key", "ride_id", "dup", then the ride's own fields (the shared body). Floats and
+        # ints print as json.dumps prints them (repr); strings go through json.dumps unless plainly alphanumeric.
+        rid = _json_str(ride.ride_id)
+        dropoff = format_time(ride.dropoff_time)
+        self._head = ('{"key": ' + rid[:-1] + "-", '", "ride_id": ' + rid + ', "dup": ')
+        self._body = (
+            f', "event_time": "{dropoff}", "pickup_time": "{format_time(ride.pickup_time)}", '
+            f'"dropoff_time": "{dropoff}", "pickup_lon": {ride.pickup_lon!r}, '
+            f'"pickup_lat": {ride.pickup_lat!r}, "dropoff_lon": {ride.dropoff_lon!r}, '
+            f'"dropoff_lat": {ride.dropoff_lat!r}, "trip_time_s": {ride.trip_time_s}, '
+            f'"distance_mi": {ride.distance_mi!r}, "medallion": {_json_str(ride.medallion)}}}'
+        )
         self.key_bytes = ride.ride_id.encode()
 
     def value(self, dup: int) -> bytes:
         """The UTF-8 JSON of copy `dup`."""
-        return f'{{"key": {json.dumps(f"{self._ride_id}-{dup}")}{self._mid}{dup}{self._body}'.encode()
+        head = self._head
+        return f"{head[0]}{dup}{head[1]}{dup}{self._body}".encode()
 
 
 def encode_record(ride: Ride, dup: int) -> tuple[bytes, bytes]:

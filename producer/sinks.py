@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from kafka.partitioner.default import murmur2
+
 from gesscale.errors import UserError
 
 Notify = Callable[[str], None]
@@ -40,6 +42,12 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Release the client."""
+
+
+def key_partition(key: bytes, partitions: list[int]) -> int:
+    """The partition Kafka's default partitioner (Java and kafka-python alike) gives `key`: murmur2 of the key
+    modulo the number of partitions, over the sorted partition ids."""
+    return partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
 
 
 class Backoff:
@@ -99,7 +107,7 @@ class KafkaSink:
     is a few duplicates (same unique key) after an outage; set 0 with a real Kafka to avoid them.
     """
 
-    def __init__(self, bootstrap: str, topic: str, notify: Notify, *, linger_ms: int = 5,
+    def __init__(self, bootstrap: str, topic: str, notify: Notify, *, linger_ms: int = 20,
                  batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000,
                  resend_window_s: float = 2.0) -> None:  # fmt: skip
         from kafka import KafkaProducer
@@ -129,6 +137,12 @@ class KafkaSink:
         self._inflight: collections.deque = collections.deque()
         self._retry: collections.deque = collections.deque()
         self._recent: collections.deque = collections.deque()
+        try:
+            self._partitions: list[int] | None = sorted(self._producer.partitions_for(topic) or []) or None
+        except KafkaError:
+            self._partitions = None  # let kafka-python's partitioner decide
+        self._last_key: bytes | None = None
+        self._last_partition: int | None = None
         self._window_s = resend_window_s
         self._backoff = Backoff()
         self._outage = OutageTracker(notify, f"Kafka {bootstrap}")
@@ -148,13 +162,22 @@ class KafkaSink:
         from kafka.errors import KafkaError
 
         try:
-            future = self._producer.send(self.topic, key=key, value=value)
+            future = self._producer.send(self.topic, key=key, value=value, partition=self._partition(key))
         except KafkaError as err:
             self._retry.appendleft((key, value, counted))
             self._broker_trouble(time.monotonic(), f"send failed ({type(err).__name__})")
             return False
         self._inflight.append((future, key, value, counted))
         return True
+
+    def _partition(self, key: bytes) -> int | None:
+        """kafka-python's default choice (murmur2 of the key, as the Java client), computed once per ride:
+        the copies of a ride share one key object, and the partition list is cached."""
+        if key is self._last_key:
+            return self._last_partition
+        partition = None if self._partitions is None else key_partition(key, self._partitions)
+        self._last_key, self._last_partition = key, partition
+        return partition
 
     def _broker_trouble(self, now: float, detail: str) -> None:
         """An outage (or a broker restart) is suspected: back off, and distrust the latest acknowledgements."""

@@ -45,7 +45,7 @@ def synthetic_rides(
         spec["start_hour"] = (start.hour + start.minute / 60 + offset / 3600) % 24
         counts = rate_profile(spec, duration_s=length, seed=int(rng.integers(0, 2**31)))
         n = int(counts.sum())
-        seconds = np.repeat(np.arange(length), counts.astype(int)) + offset
+        seconds = (np.repeat(np.arange(length), counts.astype(int)) + offset).tolist()
         trip_s = np.clip(rng.gamma(2.0, 330.0, n), 60, 7200).astype(int)
         miles = np.round(trip_s / 3600.0 * 11.0 * rng.uniform(0.6, 1.4, n), 2)
         plon = _clip(rng.normal(_CENTRE[0], _SPREAD[0], n), NYC_LON)
@@ -53,20 +53,17 @@ def synthetic_rides(
         angle = rng.uniform(0, 2 * np.pi, n)
         dlon = _clip(plon + miles * np.cos(angle) / _MILES_PER_DEG[0], NYC_LON)
         dlat = _clip(plat + miles * np.sin(angle) / _MILES_PER_DEG[1], NYC_LAT)
-        taxi = rng.integers(0, len(medallions), n)
-        for i in range(n):
-            dropoff = start + timedelta(seconds=int(seconds[i]))
+        taxi = rng.integers(0, len(medallions), n).tolist()
+        columns = zip(
+            seconds, trip_s.tolist(), miles.tolist(), np.round(plon, 6).tolist(), np.round(plat, 6).tolist(),
+            np.round(dlon, 6).tolist(), np.round(dlat, 6).tolist(), taxi, strict=True,
+        )  # fmt: skip
+        moment: dict[int, datetime] = {}
+        for second, trip, dist, p_lon, p_lat, d_lon, d_lat, cab in columns:
+            dropoff = moment.get(second)
+            if dropoff is None:
+                dropoff = moment[second] = start + timedelta(seconds=second)
             seq += 1
-            yield Ride(
-                ride_id=f"s{seq}",
-                medallion=medallions[taxi[i]],
-                pickup_time=dropoff - timedelta(seconds=int(trip_s[i])),
-                dropoff_time=dropoff,
-                trip_time_s=int(trip_s[i]),
-                distance_mi=float(miles[i]),
-                pickup_lon=round(float(plon[i]), 6),
-                pickup_lat=round(float(plat[i]), 6),
-                dropoff_lon=round(float(dlon[i]), 6),
-                dropoff_lat=round(float(dlat[i]), 6),
-            )
+            yield Ride(f"s{seq}", medallions[cab], dropoff - timedelta(seconds=trip), dropoff, trip, dist,
+                       p_lon, p_lat, d_lon, d_lat)  # fmt: skip
         offset += length

@@ -56,3 +56,24 @@ def test_keys_are_unique_across_copies() -> None:
 def test_decode_rejects_foreign_json() -> None:
     with pytest.raises(ValueError):
         decode_record(b'{"key": "x"}')
+
+
+def test_key_partition_matches_kafka_python_default_partitioner() -> None:
+    from kafka.partitioner.default import DefaultPartitioner
+
+    from producer.sinks import key_partition
+
+    class Cluster:
+        def topics(self):
+            return {"t"}
+
+        def partitions_for_topic(self, topic):
+            return {0, 1, 2, 3, 4, 5, 6}
+
+        def available_partitions_for_topic(self, topic):
+            return {0, 1, 2, 3, 4, 5, 6}
+
+    default = DefaultPartitioner()
+    for ride_id in ["1", "42", "s123456", "\u00e9t\u00e9-9", "0" * 40]:
+        key = ride_id.encode()
+        assert key_partition(key, list(range(7))) == default.partition("t", None, key, None, None, Cluster())

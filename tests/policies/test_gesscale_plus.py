@@ -61,14 +61,21 @@ def test_stays_when_catching_up_beats_a_reconfiguration() -> None:
 
 def test_hysteresis_band_holds() -> None:
     # 5 replicas (300/s) for 280/s: no scale-up (300 >= 280) and 4 replicas (240/s) are below
-    # 280 * (1 + 120/1800) * 1.05 = 313.6/s: steady.
+    # 280 * (1 + 120/1800) = 298.7/s: steady.
     p = calibrated()
     for i in range(20):
         assert p.decide(obs(5, t=60.0 * (i + 1), input_rate=280, throughput=280, busy=280 / 300), ctx()).target == 5
 
 
+def test_down_margin_widens_the_band() -> None:
+    # With a 10 % margin, 5 replicas (300/s) no longer qualify for 260/s: 277.3 * 1.1 = 305/s.
+    p = calibrated(down_margin=0.1)
+    for i in range(1, 15):
+        assert p.decide(obs(6, t=60.0 * i, input_rate=260, throughput=260, busy=260 / 360), ctx()).target == 6
+
+
 def test_scale_down_waits_for_the_payback_time() -> None:
-    # 6 replicas for 260/s: 5 replicas (300/s) >= 260 * 1.0667 * 1.05 = 291.2/s. Payback of going to 5:
+    # 6 replicas for 260/s: 5 replicas (300/s) >= 260 * (1 + 120/1800) = 277.3/s. Payback of going to 5:
     # 5 * 120 s / 1 = 600 s, i.e. ten 60 s periods of surplus before the scale-down.
     p = calibrated()
     targets = [
@@ -79,7 +86,7 @@ def test_scale_down_waits_for_the_payback_time() -> None:
 
 
 def test_large_surplus_is_shed_at_once() -> None:
-    # 6 replicas for 100/s: 2 replicas (120/s) >= 100 * 1.0667 * 1.05 = 112/s; payback 2 * 120 / 4 = 60 s,
+    # 6 replicas for 100/s: 2 replicas (120/s) >= 100 * (1 + 120/1800) = 106.7/s; payback 2 * 120 / 4 = 60 s,
     # met after one period: straight to 2.
     p = calibrated()
     assert p.decide(obs(6, input_rate=100, throughput=100, busy=100 / 360), ctx()).target == 2

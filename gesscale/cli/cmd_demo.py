@@ -1,9 +1,9 @@
-"""`gesscale demo`: the main job on embedded defaults.
+"""`gesscale demo`: the live fog-in-a-box demo (default) or the simulated paper comparison (`--simulated-only`).
 
-Today the demo is the simulated comparison of the Gesscale paper (scenarios/pi10-taxi.yaml): every baseline of
-the paper against Gesscale, medians over seeds, the metrics table, a JSON report and one Figure-7-style PNG per
-policy. The live fog-in-a-box demo (brokers, Spark job, local testbed) is tracked separately and not part of
-this command yet.
+Live: the embedded broker, a testbed of fog nodes (Spark workers with cgroup CPU budgets), the producer
+replaying a compressed taxi day, the Spark job and the Gesscale controller; then the exactly-once accounting by
+unique keys, each reconfiguration with its measured pause, the model against its measurements, a timeline PNG,
+and the simulator's policy comparison on a scenario calibrated from the run. See docs/testbed.md.
 """
 
 from __future__ import annotations
@@ -17,25 +17,122 @@ from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _simulated(out: Path, seeds: int, scenario: Path, policies: str) -> None:
+    from gesscale.cli import main as cli_main
+
+    typer.echo(f"gesscale demo: simulated comparison on {scenario.name} ({seeds} seeds); outputs in {out}/")
+    code = cli_main([
+        "simulate", "--scenario", str(scenario), "--policies", policies, "--seeds", str(seeds),
+        "--json", str(out / "report.json"), "--plot", str(out),
+    ])
+    if code:
+        raise typer.Exit(code)
+
+
+def _print_report(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gesscale.report import metrics_table
+
+    console = Console(width=None if Console().is_terminal else 160)
+    exact = report["lost"] == 0 and report["duplicated"] == 0
+    verdict = "[green]exactly once[/green]" if exact else "[red]NOT exactly once[/red]"
+    console.print(f"records produced {report['produced']}, processed {report['processed']}, lost {report['lost']}, "
+                  f"duplicated {report['duplicated']} (dead letters {report['dead_letters']}): {verdict}")
+    table = Table(title="reconfigurations")
+    for col in ("t (s)", "kind", "added", "removed", "nodes", "ND_max ms", "pause s", "reason"):
+        table.add_column(col)
+    for r in report["reconfigurations"]:
+        table.add_row(f"{r['time_s'] or 0:.0f}", r["kind"], ",".join(r["added"]), ",".join(r["removed"]),
+                      ",".join(r["nodes"]), f"{r['nd_max_ms']:.1f}", f"{r['pause_s']:.1f}", r["reason"][:50])
+    console.print(table)
+    model = report.get("model")
+    if model and model["fitted"]:
+        mt = Table(title=f"model MST = {model['alpha']:.1f}·n^{model['beta']:.2f} − {model['gamma']:.3f}·ND_max "
+                   "vs measured")
+        for col in ("n", "ND_max ms", "measured MST", "model"):
+            mt.add_column(col, justify="right")
+        for m in model["measurements"]:
+            mt.add_row(str(m["n"]), f"{m['nd_max_ms']:.1f}", f"{m['mst']:.0f}", f"{m['predicted']:.0f}")
+        console.print(mt)
+    else:
+        console.print("model: not fitted (no back-pressured period measured)")
+    console.print(f"timeline: {report['timeline_png']}")
+    console.print(metrics_table("simulator on the scenario calibrated from this run (1 seed)", report["simulation"]))
+    console.print(f"timings (s): {report['timings_s']}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the `demo` command."""
 
     @app.command("demo")
     def demo(
-        out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for report.json and the PNGs."),
-        seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per policy (medians are reported)."),
-        scenario: Path = typer.Option(
-            ROOT / "scenarios" / "pi10-taxi.yaml", "--scenario", help="Scenario to run (default: the paper's)."
-        ),
-        policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies to compare ('help' lists)."),
+        out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for the report, the PNGs and the logs."),
+        report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
+        nodes: int = typer.Option(6, "--nodes", help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
+        node_cpu: float = typer.Option(0.5, "--node-cpu", help="CPU budget of each fog node in cores (cgroup)."),
+        policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
+        strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
+        day: float = typer.Option(180.0, "--day", help="Seconds one taxi day is compressed into (run longer with "
+                                  "a larger value)."),
+        rides_per_day: int = typer.Option(30_000, "--rides-per-day", help="Synthetic rides in the day (x3 records)."),
+        start_hour: int = typer.Option(4, "--start-hour", help="Hour of the day the replay starts at (0-23)."),
+        control_period: float = typer.Option(10.0, "--control-period", help="Controller period (s)."),
+        warmup: float = typer.Option(20.0, "--warmup", help="No decision this long after a reconfiguration (s)."),
+        drain_timeout: float = typer.Option(120.0, "--drain-timeout", help="After the day, wait at most this long "
+                                            "for the backlog to drain (s)."),
+        sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
+                                         "the calibrated scenario (also for --simulated-only)."),
+        simulated_only: bool = typer.Option(False, "--simulated-only", help="Skip the live run: only the simulated "
+                                            "paper comparison (scenarios/pi10-taxi.yaml)."),
+        seeds: int = typer.Option(3, "--seeds", min=1, help="--simulated-only: seeds per policy (medians)."),
+        scenario: Path = typer.Option(ROOT / "scenarios" / "pi10-taxi.yaml", "--scenario",
+                                      help="--simulated-only: scenario to run."),
+        view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view of the controller."),
     ) -> None:
-        """Run the default simulated comparison (Gesscale vs the paper's baselines) and write the report."""
-        from gesscale.cli import main as cli_main
+        """Fog in a box: a real stream, the real Spark job and the Gesscale controller on this machine."""
+        if simulated_only:
+            _simulated(out, seeds, scenario, sim_policies)
+            return
+        import contextlib
+        import signal
 
-        typer.echo(f"gesscale demo: simulated comparison on {scenario.name} ({seeds} seeds); outputs in {out}/")
-        code = cli_main([
-            "simulate", "--scenario", str(scenario), "--policies", policies, "--seeds", str(seeds),
-            "--json", str(out / "report.json"), "--plot", str(out),
-        ])
-        if code:
-            raise typer.Exit(code)
+        from rich.console import Console
+        from rich.live import Live
+
+        from gesscale.backends.local import STRATEGIES
+        from gesscale.errors import UserError
+        from gesscale.policies.base import make_policy, parse_policy_list
+        from gesscale.testbed.demo import DemoOptions, run_demo
+        from gesscale.testbed.live import LiveView
+
+        if strategy not in STRATEGIES:
+            raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}")
+        make_policy(policy)
+        parse_policy_list(sim_policies)
+
+        def interrupt(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, interrupt)
+        console = Console()
+        live_view = LiveView(f"gesscale demo: {policy} ({strategy}) on {nodes} fog nodes")
+        listeners = [live_view.on_step]
+        if not view:
+            listeners.append(lambda r, m: console.print(
+                f"t={r.observation.time_s:.0f}s in={r.observation.input_rate:.0f}/s "
+                f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "
+                f"n={r.observation.n} -> {r.decision.reason}"))
+        opts = DemoOptions(out=out, report=report, nodes=nodes, node_cpu=node_cpu, policy=policy, strategy=strategy,
+                           day_s=day, rides_per_day=rides_per_day, start_hour=start_hour,
+                           control_period_s=control_period, warmup_s=warmup, drain_timeout_s=drain_timeout,
+                           sim_policies=sim_policies, listeners=listeners)
+        if view and console.is_terminal:
+            with Live(live_view, console=console, refresh_per_second=2):
+                result = run_demo(opts, say=console.print)
+        else:
+            result = run_demo(opts, say=console.print)
+        _print_report(result)
+        console.print(f"report: {opts.report or opts.out / 'report.json'}")

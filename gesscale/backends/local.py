@@ -1,0 +1,278 @@
+"""The `local` backend: the real Spark job on the fog-in-a-box testbed of this machine (gesscale.testbed).
+
+Monitor: every control period the backend reads the micro-batches the job completed (its JSON-lines record, one
+line per batch, so none is missed), and the input topic's end offsets from the broker:
+- throughput CT = rows of the batches completed in the period / period;
+- input rate IR = growth of Σ end offsets of the input topic / period (what arrived, exactly);
+- backlog = Σ end offsets − rows processed so far (batch ids counted once: a batch replayed after a restart
+  is not counted twice);
+- BP_{i-1} = share of the period's batches that were held back by admission control (DESIGN §3); 0 when no
+  batch completed (a pause is not a measurement of MST);
+- CPU = CPU seconds of the replicas' cgroups / (period × their budgets).
+
+Execute, per strategy (DESIGN §3):
+- `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
+  job's scaling hook and waits for the executor there; scale-down kills the node's executors through the hook,
+  then stops its worker. The query keeps running.
+- `restart`: stop the job between batches (the checkpoint holds the offsets), start/stop workers, start the job
+  again with the new executor count.
+The reported pause is measured, not assumed: the longest gap between completed micro-batches from the last
+batch before the change to the first batch after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gesscale.backends.base import Backend
+from gesscale.errors import UserError
+from gesscale.observation import NodeState, Observation, Placement
+from gesscale.testbed.fleet import Fleet
+from gesscale.testbed.job import TestbedJob, read_batches
+from netem.latency_map import LatencyMap
+
+log = logging.getLogger(__name__)
+STRATEGIES = ("live", "restart")
+
+
+@dataclass(frozen=True)
+class ReconfigRecord:
+    """One realised change as measured on the testbed."""
+
+    kind: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    nodes: tuple[str, ...]
+    nd_max_ms: float
+    pause_s: float
+    started_s: float
+    took_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"kind": self.kind, "added": list(self.added), "removed": list(self.removed),
+                "nodes": list(self.nodes), "nd_max_ms": self.nd_max_ms, "pause_s": round(self.pause_s, 3),
+                "started_s": round(self.started_s, 3), "took_s": round(self.took_s, 3)}
+
+
+@dataclass
+class BatchLog:
+    """Every micro-batch the job completed (from its JSON lines), read incrementally."""
+
+    job: TestbedJob
+    offset: int = 0
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    seen_ids: set[int] = field(default_factory=set)
+    processed: int = 0  # rows of distinct batch ids
+
+    def poll(self) -> list[dict[str, Any]]:
+        """New batches since the last poll."""
+        new, self.offset = read_batches(self.job.batches_path, self.offset)
+        for b in new:
+            if b["batch_id"] not in self.seen_ids:
+                self.seen_ids.add(b["batch_id"])
+                self.processed += int(b["num_input_rows"])
+        self.batches.extend(new)
+        return new
+
+    def completions_between(self, t0: float, t1: float) -> list[float]:
+        """Completion times (unix s) of the batches in [t0, t1]."""
+        return [b["time"] for b in self.batches if t0 <= b["time"] <= t1]
+
+
+def longest_gap(times: list[float], start: float, end: float) -> float:
+    """The longest interval without a completed batch that overlaps [start, end] (s).
+
+    `times` are batch completion times; the gap that contains the change is bounded by the last completion
+    before `start` and the first after `end`.
+    """
+    times = sorted(times)
+    before = [t for t in times if t <= start]
+    after = [t for t in times if t >= end]
+    inside = [t for t in times if start < t < end]
+    points = ([before[-1]] if before else [start]) + inside + ([after[0]] if after else [end])
+    return max((b - a for a, b in zip(points, points[1:], strict=False)), default=0.0)
+
+
+class LocalBackend(Backend):
+    """Spark standalone on this machine: fog nodes as budgeted workers, the job through its scaling hook."""
+
+    def __init__(self, fleet: Fleet, job: TestbedJob, latency_map: LatencyMap, *, strategy: str = "live",
+                 control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0) -> None:
+        if strategy not in STRATEGIES:
+            raise UserError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
+        missing = [n for n in fleet.names if n not in latency_map.nodes]
+        if missing:
+            raise UserError(f"nodes {', '.join(missing)} are not in the latency map {latency_map.source}")
+        self.fleet = fleet
+        self.job = job
+        self.latency_map = latency_map
+        self.strategy = strategy
+        self.period_s = control_period_s
+        self.settle_timeout_s = settle_timeout_s
+        self._input_end = input_end or self._broker_input_end
+        self.log = BatchLog(job)
+        self.reconfigurations: list[ReconfigRecord] = []
+        self.stop_event = threading.Event()
+        self._stopped = False
+        self._last_t = time.time()
+        self._last_end = self._input_end()
+        self._last_cpu = {n: fleet.cpu_seconds(n) for n in fleet.names}
+        self.log.poll()
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _broker_input_end(self) -> int:
+        from jobs.kafka_io import end_offsets
+
+        topic = self.job.settings.input
+        return sum(end_offsets(self.job.settings.bootstrap, [topic])[topic].values())
+
+    def now_s(self) -> float:
+        """Seconds since the testbed started (shared by every controller attached to it)."""
+        return time.time() - self.fleet.state.t0
+
+    # -- Backend interface --------------------------------------------------------------------------------
+    def nodes(self) -> list[NodeState]:
+        """Every fog node; all are schedulable (a node is only down while the testbed is stopping)."""
+        return [NodeState(n) for n in self.fleet.names]
+
+    def executors(self) -> list[dict[str, Any]]:
+        """The job's active executors (empty while the job restarts)."""
+        try:
+            return list(self.job.hook.executors()["executors"])
+        except UserError:
+            return []
+
+    def current(self) -> Placement:
+        """Nodes hosting an executor of the job now."""
+        hosts = {e["host"] for e in self.executors()}
+        nodes = tuple(n for n in self.fleet.names if self.fleet.host_of(n) in hosts)
+        return Placement(nodes, self.latency_map.nd_max(nodes))
+
+    def observe(self) -> Observation:
+        """Wait for the end of the period, then summarise it (see the module docstring)."""
+        deadline = self._last_t + self.period_s
+        while not self.stop_event.is_set() and (left := deadline - time.time()) > 0:
+            self.stop_event.wait(min(left, 0.5))
+        t1 = time.time()
+        t0, self._last_t = self._last_t, t1
+        period = max(t1 - t0, 1e-6)
+        self.log.poll()
+        batches = [b for b in self.log.batches if t0 < b["time"] <= t1]
+        rows = sum(int(b["num_input_rows"]) for b in batches)
+        end = self._input_end()
+        arrived, self._last_end = end - self._last_end, end
+        backlog = max(0, end - self.log.processed)
+        previous_backlog = max(0, end - arrived - (self.log.processed - rows))
+        placement = self.current()
+        cpu_now = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
+        used = sum(cpu_now[n] - self._last_cpu.get(n, 0.0) for n in placement.nodes)
+        budget = sum(self.fleet.state.nodes[n].cores for n in placement.nodes) * period
+        self._last_cpu = cpu_now
+        held = sum(1 for b in batches if b.get("held_back"))
+        busy = sum(b["batch_duration_ms"] for b in batches) / 1000.0 / period
+        return Observation(
+            time_s=self.now_s(),
+            period_s=period,
+            input_rate=arrived / period,
+            throughput=rows / period,
+            backlog=float(backlog),
+            backlog_growth=float(backlog - previous_backlog),
+            bp_upstream=held / len(batches) if batches else 0.0,
+            bp_operator=0.0,
+            replicas=placement.nodes,
+            nd_max_ms=placement.nd_max_ms,
+            cpu=min(1.0, used / budget) if budget > 0 else None,
+            busy=min(1.0, busy),
+            extra={"batches": len(batches), "processed_total": self.log.processed, "input_total": end},
+        )
+
+    @property
+    def finished(self) -> bool:
+        """True once `stop()` was called (the run's owner decides when the stream is over)."""
+        return self._stopped
+
+    def stop(self) -> None:
+        """End the run: `finished` becomes true and a waiting `observe` returns at once."""
+        self._stopped = True
+        self.stop_event.set()
+
+    def apply(self, placement: Placement, instant: bool = False) -> float:
+        """Make executors run on exactly `placement.nodes`; returns the measured pause (s)."""
+        before = self.current().nodes
+        want = tuple(placement.nodes)
+        add = [n for n in want if n not in before]
+        remove = [n for n in before if n not in want]
+        if not add and not remove:
+            return 0.0
+        unknown = [n for n in add if n not in self.fleet.state.nodes]
+        if unknown:
+            raise UserError(f"cannot place on unknown node(s) {', '.join(unknown)}")
+        t_start = time.time()
+        if self.strategy == "live":
+            for node in remove:
+                self._live_remove(node)
+            for node in add:
+                self._live_add(node)
+        else:
+            self._restart(want, add, remove)
+        t_end = time.time()
+        pause = self._measure_pause(t_start, t_end)
+        kind = "up" if len(want) > len(before) else "down"
+        rec = ReconfigRecord(kind, tuple(add), tuple(remove), want, self.latency_map.nd_max(want), pause,
+                             t_start - self.fleet.state.t0, t_end - t_start)
+        self.reconfigurations.append(rec)
+        log.info("%s %s: +%s -%s -> %s, ND_max %.1f ms, pause %.1f s", self.strategy, kind, add, remove, want,
+                 rec.nd_max_ms, pause)
+        return pause
+
+    # -- strategies -----------------------------------------------------------------------------------------
+    def _live_add(self, node: str) -> None:
+        hook = self.job.hook
+        host = self.fleet.host_of(node)
+        self.fleet.start_worker(node)
+        count = len(self.executors())
+        hook.set_target(count + 1)
+        if not self._wait(lambda: any(e["host"] == host for e in self.executors())):
+            raise UserError(f"no executor came up on {node} ({host}) within {self.settle_timeout_s:.0f} s")
+
+    def _live_remove(self, node: str) -> None:
+        host = self.fleet.host_of(node)
+        ids = [e["id"] for e in self.executors() if e["host"] == host]
+        if ids:
+            self.job.hook.remove(ids, wait_s=30.0)
+        self.fleet.stop_worker(node)
+
+    def _restart(self, want: tuple[str, ...], add: list[str], remove: list[str]) -> None:
+        self.job.stop()
+        for node in remove:
+            self.fleet.stop_worker(node)
+        for node in add:
+            self.fleet.start_worker(node)
+        self.job.start(len(want))
+        self.fleet.state.extra["job"] = self.job.settings.to_dict()
+        self.fleet.save()
+        self.job.wait_ready(len(want), timeout_s=self.settle_timeout_s + 60)
+
+    def _wait(self, done: Any) -> bool:
+        deadline = time.time() + self.settle_timeout_s
+        while time.time() < deadline:
+            if done():
+                return True
+            time.sleep(0.25)
+        return done()
+
+    def _measure_pause(self, t_start: float, t_end: float) -> float:
+        """Wait for the first batch completed after the change, then the longest gap around it."""
+        deadline = time.time() + self.settle_timeout_s
+        while time.time() < deadline and not self.stop_event.is_set():
+            self.log.poll()
+            if any(b["time"] >= t_end for b in self.log.batches):
+                break
+            time.sleep(0.2)
+        times = [b["time"] for b in self.log.batches]
+        return longest_gap(times, t_start, t_end)

@@ -1,0 +1,139 @@
+"""`gesscale run --backend local`: the live controller on the real Spark job of the local fog testbed."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from pathlib import Path
+
+import typer
+
+from gesscale.errors import UserError
+
+BACKENDS = ("local",)
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends the run like Ctrl-C does (teardown in `finally`), never as an abrupt exit."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGTERM, handler)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `run` command."""
+
+    @app.command("run")
+    def run(
+        backend: str = typer.Option("local", "--backend", help="Where the operator runs: local (Spark standalone "
+                                    "fog testbed on this machine). Kubernetes: `gesscale k8s run`; simulator: "
+                                    "`gesscale simulate`."),
+        policy: str = typer.Option("gesscale", "--policy", "-p", help="Autoscaling policy id (`gesscale simulate "
+                                   "--policies help` lists them)."),
+        strategy: str = typer.Option("live", "--strategy", help="Reconfiguration: live (executors added/removed "
+                                     "while the query runs) or restart (stop at the checkpoint, restart)."),
+        control_period: str = typer.Option("10s", "--control-period", help="Length of one MAPE period (10s, 1m)."),
+        warmup: str = typer.Option("20s", "--warmup", help="No decision for this long after a reconfiguration."),
+        min_replicas: int = typer.Option(1, "--min-replicas", help="Fewest executors."),
+        max_replicas: int = typer.Option(0, "--max-replicas", help="Most executors [default: every node]."),
+        testbed: Path | None = typer.Option(None, "--testbed", help="Attach to the testbed running in this folder "
+                                            "(started by `gesscale demo --keep` or another run); without it a new "
+                                            "testbed is brought up in --run-dir and torn down at the end."),
+        run_dir: Path = typer.Option(Path("out/run"), "--run-dir", help="Folder of a new testbed (logs, checkpoint,"
+                                     " controller state)."),
+        nodes: int = typer.Option(6, "--nodes", min=1, max=9, help="Fog nodes of a new testbed (fog1..fogN)."),
+        node_cpu: float = typer.Option(0.5, "--node-cpu", help="CPU budget of each fog node in cores (cgroup)."),
+        bootstrap: str | None = typer.Option(None, "--bootstrap", help="Kafka to read from for a new testbed "
+                                             "[default: start the embedded broker on 127.0.0.1:15092]."),
+        input_topic: str = typer.Option("rides", "--input", help="Input topic of the job (new testbed)."),
+        latency_map: Path | None = typer.Option(None, "--latency-map", help="Latency map naming the nodes "
+                                                "[default: inventory/latency/fog9.yaml]."),
+        state: Path | None = typer.Option(None, "--state", help="Controller state file (model, last change); a "
+                                          "restarted controller resumes from it [default: <testbed>/controller.json]."),
+        metrics_port: int | None = typer.Option(15090, "--metrics-port", help="Serve Prometheus gesscale_* metrics "
+                                                "on 127.0.0.1:PORT/metrics (0: off)."),
+        duration: str | None = typer.Option(None, "--duration", help="Stop after this long (e.g. 5m) [default: "
+                                            "until Ctrl-C]."),
+        view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view (off: one line per period)."),
+    ) -> None:
+        """Run the autoscaling controller live on the real Spark job of the local fog testbed.
+
+        Each period the controller reads the job's micro-batches and the broker's offsets, decides with the
+        policy, and adds or removes executors on the chosen fog nodes (live or by restart). Model state is saved
+        every period, so a controller killed and started again resumes. Ctrl-C stops and, for a testbed it
+        brought up itself, tears everything down.
+        """
+        from rich.console import Console
+        from rich.live import Live
+
+        from gesscale.backends.local import STRATEGIES, LocalBackend
+        from gesscale.config import ControllerConfig
+        from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
+        from gesscale.testbed.controller import LiveController, parse_duration
+        from gesscale.testbed.job import JobSettings
+        from gesscale.testbed.live import ControllerMetrics, LiveView
+        from netem.latency_map import load_latency_map
+
+        if backend not in BACKENDS:
+            raise UserError(f"--backend {backend!r} is not supported by `gesscale run` (only: local); "
+                            "use `gesscale k8s run` or `gesscale simulate`")
+        if strategy not in STRATEGIES:
+            raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        from gesscale.policies.base import make_policy
+
+        make_policy(policy)  # an unknown id fails before anything starts
+        period = parse_duration(control_period, "--control-period")
+        warm = parse_duration(warmup, "--warmup") if warmup not in ("0", "0s") else 0.0
+        stop_after = parse_duration(duration, "--duration") if duration else None
+        lmap = load_latency_map(latency_map or DEFAULT_MAP)
+        console = Console()
+        _sigterm_as_interrupt()
+        owned = testbed is None
+        if owned:
+            names = lmap.names[:nodes]
+            if len(names) < nodes:
+                raise UserError(f"the latency map has only {len(names)} nodes")
+            console.print(f"bringing up the testbed in {run_dir}: {nodes} fog nodes at {node_cpu:g} core each ...")
+            tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=node_cpu, bootstrap=bootstrap,
+                                          job=JobSettings(bootstrap=bootstrap or "", input=input_topic)))
+        else:
+            tb = Testbed.attach(testbed)
+        metrics = ControllerMetrics()
+        try:
+            names = tb.fleet.names
+            lmap_run = lmap.subset(names)
+            config = ControllerConfig(control_period_s=period, warmup_s=warm, min_replicas=min_replicas,
+                                      max_replicas=max_replicas or len(names))
+            be = LocalBackend(tb.fleet, tb.job, lmap_run, strategy=strategy, control_period_s=period)
+            live_view = LiveView(f"gesscale run: {policy} on {len(names)} fog nodes ({strategy})")
+            listeners = [metrics.on_step, live_view.on_step]
+            if not view:
+                listeners.append(lambda r, m: console.print(
+                    f"t={r.observation.time_s:.0f}s in={r.observation.input_rate:.0f}/s "
+                    f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "
+                    f"replicas={','.join(r.observation.replicas)} -> {r.decision.reason}"))
+            ctl = LiveController(be, policy, lmap_run, config, state or tb.fleet.run_dir / "controller.json",
+                                 listeners)
+            if ctl.resumed:
+                model = ctl.policy.model_summary() or {}
+                console.print(f"resumed from {ctl.state_path}: {model.get('measurements', 0)} model measurements")
+            if metrics_port:
+                metrics.serve(metrics_port)
+            t_end = time.monotonic() + stop_after if stop_after else None
+            until = (lambda: time.monotonic() >= t_end) if t_end else (lambda: False)
+            try:
+                if view:
+                    with Live(live_view, console=console, refresh_per_second=2):
+                        ctl.run(until)
+                else:
+                    ctl.run(until)
+            except KeyboardInterrupt:
+                console.print("stopping ...")
+        finally:
+            metrics.close()
+            if owned:
+                tb.close()

@@ -1,0 +1,82 @@
+"""Run the MAPE loop live against the local backend: periods until told to stop, outputs fed each period.
+
+Shared by `gesscale run --backend local` and `gesscale demo`. Each applied reconfiguration is appended to
+`reconfigurations.jsonl` beside the controller state, so a controller restarted after a crash (and the report)
+sees every change exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gesscale.backends.local import LocalBackend
+from gesscale.config import ControllerConfig
+from gesscale.errors import UserError
+from gesscale.mape import ControlLoop, StepRecord
+from gesscale.policies.base import make_policy
+from netem.latency_map import LatencyMap
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """`10s`, `1.5m`, `2h`, `500ms` or a bare number of seconds, in seconds; UserError otherwise."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise UserError(f"{what} {text!r} is not a duration like 10s, 2m or 1h")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+    if value <= 0:
+        raise UserError(f"{what} must be positive")
+    return value
+
+
+def read_reconfigurations(path: Path) -> list[dict[str, Any]]:
+    """The reconfigurations recorded so far (a partly written last line is ignored)."""
+    out = []
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return out
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+class LiveController:
+    """A ControlLoop on a LocalBackend with persistence, a reconfiguration log and per-period listeners."""
+
+    def __init__(self, backend: LocalBackend, policy_id: str, latency_map: LatencyMap, config: ControllerConfig,
+                 state_path: Path, listeners: list[Callable[[StepRecord, dict[str, Any] | None], None]]) -> None:
+        self.backend = backend
+        self.policy = make_policy(policy_id)
+        self.state_path = Path(state_path)
+        self.reconfig_path = self.state_path.with_name("reconfigurations.jsonl")
+        self.listeners = listeners
+        self.resumed = self.state_path.exists()
+        self.loop = ControlLoop(backend, self.policy, latency_map, config, state_path=self.state_path,
+                                on_step=self._on_step)
+
+    def _on_step(self, record: StepRecord) -> None:
+        if record.applied and record.reconfiguration is not None:
+            rec = record.reconfiguration
+            measured = self.backend.reconfigurations[-1].to_dict() if self.backend.reconfigurations else {}
+            line = {**rec.to_dict(), "strategy": self.backend.strategy, **{k: measured[k] for k in
+                                                                            ("started_s", "took_s") if k in measured}}
+            with self.reconfig_path.open("a") as fh:
+                fh.write(json.dumps(line) + "\n")
+        model = self.policy.model_summary()
+        for listener in self.listeners:
+            listener(record, model)
+
+    def run(self, until: Callable[[], bool]) -> list[StepRecord]:
+        """Step until `until()` is true or the backend is stopped."""
+        while not self.backend.finished and not until():
+            self.loop.step()
+        return self.loop.history

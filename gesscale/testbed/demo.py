@@ -1,0 +1,225 @@
+"""The live fog-in-a-box demo: broker, budgeted fog nodes, producer with a compressed taxi day, the Spark job and
+the live controller; then the exactly-once accounting, the reconfigurations, the model against its
+measurements, a timeline PNG, and the simulator on a scenario calibrated from the run.
+
+`run_demo(DemoOptions(...))` returns the report dict (also written as JSON); the CLI prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gesscale.errors import UserError
+
+SIM_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
+
+
+@dataclass
+class DemoOptions:
+    """Every knob of the live demo (the CLI maps its flags onto these)."""
+
+    out: Path = Path("out/demo")
+    report: Path | None = None  # default: <out>/report.json
+    nodes: int = 6
+    node_cpu: float = 0.5
+    policy: str = "gesscale"
+    strategy: str = "live"
+    day_s: float = 180.0  # one taxi day compressed into this many seconds
+    rides_per_day: int = 30_000
+    start_hour: int = 4  # start in the night trough, so the day rises to its evening peak and falls again
+    control_period_s: float = 10.0
+    warmup_s: float = 20.0
+    drain_timeout_s: float = 120.0
+    max_rows_per_batch: int = 2000
+    partitions: int = 6
+    sim_policies: str = SIM_POLICIES
+    latency_map: Path | None = None
+    listeners: list[Callable[..., None]] = field(default_factory=list)
+
+    @property
+    def speed(self) -> float:
+        """Trace seconds per wall second."""
+        return 86400.0 / self.day_s
+
+    def workload(self) -> dict[str, Any]:
+        """The taxi workload spec shared by the producer (`--pattern`) and the calibrated scenario."""
+        return {"kind": "taxi", "speed": round(self.speed, 6), "days": 1, "rides_per_day": self.rides_per_day,
+                "start_hour": self.start_hour, "duplication": 3}
+
+    def pattern(self) -> str:
+        """`gesscale produce --pattern` text of the workload."""
+        return "taxi," + ",".join(f"{k}={v}" for k, v in self.workload().items() if k != "kind")
+
+    def validate(self) -> None:
+        """UserError for values the demo cannot run with."""
+        if not 1 <= self.nodes <= 9:
+            raise UserError("--nodes must be between 1 and 9 (fog1..fog9 on 127.0.0.31-39)")
+        if not 0 < self.node_cpu <= 1:
+            raise UserError("--node-cpu must be in (0, 1] cores")
+        if self.day_s < 30:
+            raise UserError("--day must be at least 30 s")
+        if self.rides_per_day < 100:
+            raise UserError("--rides-per-day must be at least 100")
+        if not 0 <= self.start_hour <= 23:
+            raise UserError("--start-hour must be 0..23")
+
+
+class Producer:
+    """`gesscale produce` as a child process (own session) replaying the compressed taxi day."""
+
+    def __init__(self, opts: DemoOptions, bootstrap: str, topic: str) -> None:
+        self.summary_path = opts.out / "produce.json"
+        self.summary_path.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "gesscale", "produce", "--pattern", opts.pattern(), "--kafka", bootstrap,
+                "--topic", topic, "--partitions", str(opts.partitions), "--json", str(self.summary_path), "--quiet"]
+        self.log = (opts.out / "produce.log").open("ab")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def done(self) -> bool:
+        """True once the replay ended."""
+        return self.proc.poll() is not None
+
+    def stop(self) -> None:
+        """Interrupt the replay (it delivers what it sent), then wait."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.log.close()
+
+    def summary(self) -> dict[str, Any]:
+        """The producer's own figures (sent, acked, achieved rate)."""
+        try:
+            return json.loads(self.summary_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the whole demo and return the report (written to `opts.report`)."""
+    from gesscale.backends.local import LocalBackend
+    from gesscale.config import ControllerConfig
+    from gesscale.report import write_json
+    from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
+    from gesscale.testbed.controller import LiveController, read_reconfigurations
+    from gesscale.testbed.job import JobSettings
+    from gesscale.testbed.keys import account
+    from gesscale.testbed.report import model_points
+    from netem.latency_map import load_latency_map
+
+    opts.validate()
+    t_start = time.monotonic()
+    out = opts.out.resolve()
+    opts.out = out
+    run_dir = out / "testbed"
+    if run_dir.exists():
+        import shutil
+
+        if (run_dir / "testbed.json").exists():
+            raise UserError(f"a testbed seems to run in {run_dir} (testbed.json present); stop it or use --out")
+        shutil.rmtree(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lmap_all = load_latency_map(opts.latency_map or DEFAULT_MAP)
+    if len(lmap_all.names) < opts.nodes:
+        raise UserError(f"the latency map has only {len(lmap_all.names)} nodes")
+    names = lmap_all.names[: opts.nodes]
+    lmap = lmap_all.subset(names)
+    say(f"bringing up the testbed: broker, Spark master, {opts.nodes} fog nodes at {opts.node_cpu:g} core, the job")
+    settings = JobSettings(bootstrap="", max_rows_per_batch=opts.max_rows_per_batch,
+                           bp_window_s=opts.control_period_s)
+    tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=opts.node_cpu, job=settings,
+                                  partitions=opts.partitions))
+    producer: Producer | None = None
+    timings: dict[str, float] = {"setup_s": time.monotonic() - t_start}
+    try:
+        config = ControllerConfig(control_period_s=opts.control_period_s, warmup_s=opts.warmup_s,
+                                  min_replicas=1, max_replicas=opts.nodes)
+        backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
+                               control_period_s=opts.control_period_s)
+        ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners)
+        say(f"replaying one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x3); "
+            f"controller {opts.policy} ({opts.strategy}), period {opts.control_period_s:g} s")
+        producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
+        t_run = time.monotonic()
+        deadline = t_run + opts.day_s + opts.drain_timeout_s
+
+        def over() -> bool:
+            if time.monotonic() >= deadline:
+                return True
+            last = ctl.loop.history[-1].observation if ctl.loop.history else None
+            return producer.done() and last is not None and last.backlog == 0 and last.input_rate == 0
+
+        steps = ctl.run(over)
+        timings["stream_s"] = time.monotonic() - t_run
+        producer.stop()
+        produced_summary = producer.summary()
+        t_stop = time.monotonic()
+        tb.job.stop()
+        timings["stop_job_s"] = time.monotonic() - t_stop
+        t_count = time.monotonic()
+        acc = account(tb.job.settings.bootstrap, tb.job.settings.input, tb.job.settings.output,
+                      tb.job.settings.dead_letter)
+        timings["count_s"] = time.monotonic() - t_count
+        reconfigs = read_reconfigurations(ctl.reconfig_path)
+        model = model_points(ctl.policy)
+        backlog_left = steps[-1].observation.backlog if steps else None
+    finally:
+        if producer is not None:
+            producer.stop()
+        say("tearing the testbed down")
+        tb.close()
+    report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start)
+    write_json(opts.report or out / "report.json", report)
+    return report
+
+
+def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
+            steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
+            timings: dict[str, float], t_start: float) -> dict[str, Any]:
+    """Plot, calibrate, simulate, and assemble the report."""
+    from gesscale.policies.base import parse_policy_list
+    from gesscale.report import summary
+    from gesscale.scenario import scenario_from_dict
+    from gesscale.simulate import simulate_many
+    from gesscale.testbed.report import calibrated_scenario, plot_timeline
+
+    title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
+    png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title)
+    pauses = [r["pause_s"] for r in reconfigs]
+    scen = calibrated_scenario(model, steps, pauses, lmap, opts.workload(), opts.control_period_s, opts.warmup_s,
+                               opts.nodes)
+    t_sim = time.monotonic()
+    results = simulate_many(scenario_from_dict(scen, "demo-calibrated"), parse_policy_list(opts.sim_policies), 1)
+    timings["simulate_s"] = time.monotonic() - t_sim
+    timings["total_s"] = time.monotonic() - t_start
+    return {
+        **acc.to_dict(),
+        "backlog_at_stop": backlog_left,
+        "reconfigurations": [
+            {"kind": r["kind"], "nodes": r["nodes"], "nd_max_ms": r["nd_max_ms"], "pause_s": r["pause_s"],
+             "added": r.get("added", []), "removed": r.get("removed", []), "time_s": r.get("time_s"),
+             "reason": r.get("reason", ""), "strategy": r.get("strategy", opts.strategy)}
+            for r in reconfigs
+        ],
+        "model": model,
+        "producer": produced_summary,
+        "periods": [s.observation.to_dict() | {"decision": s.decision.reason} for s in steps],
+        "timeline_png": str(png),
+        "calibrated_scenario": scen,
+        "simulation": summary(results),
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items() if k != "listeners"},
+        "timings_s": {k: round(v, 1) for k, v in timings.items()},
+    }

@@ -1,0 +1,262 @@
+"""The local fog fleet: one Spark standalone master and N fog nodes, each a 1-core worker on its own loopback
+address inside its own cgroup CPU budget.
+
+Node `fogK` of the latency map runs on 127.0.0.(30+K) (the testbed's address block). Workers are started and
+stopped on demand (a scale-up starts the chosen node's worker, a scale-down stops it), so the set of running
+workers is the set of nodes that may host an executor: placement is enforced, not assumed.
+
+Everything the fleet started is written to `<run_dir>/testbed.json` (PIDs with the command they run, the cgroup
+parent), so another process — a controller restarted after a crash — can attach to the same fleet and
+`close()` from any of them stops every process and removes every cgroup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gesscale.brokers.process import port_is_free, read_cmdline
+from gesscale.errors import UserError
+from gesscale.testbed.cgroups import CgroupTree
+
+STATE_FILE = "testbed.json"
+HOST_BASE = 30  # fogK -> 127.0.0.(30+K)
+MASTER_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class FleetPorts:
+    """The TCP ports of one fleet (all in the testbed's 15000-15999 block by default)."""
+
+    master: int = 15077
+    master_ui: int = 15078
+    worker_base: int = 15100  # worker of node index i listens on worker_base + i
+    worker_ui_base: int = 15200
+
+
+def node_host(name: str, index: int) -> str:
+    """Loopback address of a node: fogK -> 127.0.0.(30+K); other names by their position in the map."""
+    digits = "".join(ch for ch in name if ch.isdigit())
+    k = int(digits) if name.startswith("fog") and digits else index + 1
+    if not 1 <= k <= 225:
+        raise UserError(f"node {name!r}: no loopback address for it")
+    return f"127.0.0.{HOST_BASE + k}"
+
+
+@dataclass
+class NodeInfo:
+    """A fog node: where its worker listens and its CPU budget (cores)."""
+
+    name: str
+    host: str
+    port: int
+    ui_port: int
+    cores: float
+
+
+@dataclass
+class FleetState:
+    """What `testbed.json` holds."""
+
+    owner_pid: int
+    t0: float
+    master_url: str
+    master_pid: int | None
+    nodes: dict[str, NodeInfo]
+    workers: dict[str, int] = field(default_factory=dict)  # node -> worker pid
+    extra: dict[str, Any] = field(default_factory=dict)  # the job's settings (gesscale.testbed.job)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        d = asdict(self)
+        d["nodes"] = {k: asdict(v) for k, v in self.nodes.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FleetState:
+        """Inverse of `to_dict`."""
+        return cls(d["owner_pid"], d["t0"], d["master_url"], d.get("master_pid"),
+                   {k: NodeInfo(**v) for k, v in d["nodes"].items()}, dict(d.get("workers") or {}),
+                   dict(d.get("extra") or {}))
+
+
+def _is_spark_daemon(pid: int, cls: str, host: str) -> bool:
+    """True when `pid` still runs the Spark daemon `cls` bound to `host` (never signal a recycled PID)."""
+    argv = read_cmdline(pid) or []
+    return any(cls in a for a in argv) and host in argv
+
+
+def _stop_group(pid: int, timeout_s: float = 15.0) -> None:
+    """SIGTERM the process group led by `pid`, SIGKILL it after `timeout_s`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            break
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+class Fleet:
+    """Start/stop the master and the fog nodes' workers; persists its state for attached processes."""
+
+    def __init__(self, run_dir: Path, state: FleetState, cgroups: CgroupTree) -> None:
+        self.run_dir = run_dir
+        self.state = state
+        self.cgroups = cgroups
+        self._closed = False
+
+    # -- creation and attachment --------------------------------------------------------------------------
+    @classmethod
+    def create(cls, run_dir: Path, node_names: list[str], cores: float = 0.25,
+               ports: FleetPorts | None = None) -> Fleet:
+        """Start a master (no budget: it stands for the cloud side) and prepare the nodes (workers start later)."""
+        from jobs.standalone import start_master
+
+        ports = ports or FleetPorts()
+        if not node_names:
+            raise UserError("the testbed needs at least one node")
+        if cores <= 0 or cores > 1:
+            raise UserError(f"--node-cpu must be in (0, 1] cores, got {cores}")
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        nodes = {}
+        for i, name in enumerate(node_names):
+            host = node_host(name, i)
+            nodes[name] = NodeInfo(name, host, ports.worker_base + i, ports.worker_ui_base + i, cores)
+            for port in (ports.worker_base + i, ports.worker_ui_base + i):
+                if not port_is_free(port, host):
+                    raise UserError(f"port {host}:{port} for node {name} is taken (another testbed running?)")
+        cgroups = CgroupTree()
+        try:
+            master = start_master(MASTER_HOST, ports.master, ports.master_ui, run_dir / "master")
+        except BaseException:
+            cgroups.close()
+            raise
+        state = FleetState(os.getpid(), time.time(), f"spark://{MASTER_HOST}:{ports.master}",
+                           master.process.pid, nodes)
+        fleet = cls(run_dir, state, cgroups)
+        fleet.save()
+        return fleet
+
+    @classmethod
+    def attach(cls, run_dir: Path) -> Fleet:
+        """Join a fleet another process created (its state file must exist and its master must run)."""
+        path = Path(run_dir).resolve() / STATE_FILE
+        try:
+            state = FleetState.from_dict(json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise UserError(f"no testbed at {run_dir} ({STATE_FILE} missing)") from None
+        except (ValueError, KeyError, TypeError) as err:
+            raise UserError(f"{path}: not a testbed state file ({err})") from None
+        if state.master_pid is None or not _is_spark_daemon(state.master_pid, "deploy.master.Master", MASTER_HOST):
+            raise UserError(f"the testbed at {run_dir} is not running (its Spark master is gone)")
+        cgroups = CgroupTree(owner_pid=state.owner_pid)
+        fleet = cls(Path(run_dir).resolve(), state, cgroups)
+        for name, info in state.nodes.items():
+            if name in state.workers:
+                cgroups.budget(name, info.cores)
+        return fleet
+
+    def save(self) -> None:
+        """Write the state file atomically."""
+        path = self.run_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state.to_dict(), indent=1))
+        os.chmod(tmp, 0o600)  # it holds the job's hook token
+        os.replace(tmp, path)
+
+    def reload(self) -> None:
+        """Re-read the state file (another process may have changed the workers)."""
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            self.state = FleetState.from_dict(json.loads((self.run_dir / STATE_FILE).read_text()))
+
+    # -- nodes --------------------------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        """Every node, in map order."""
+        return list(self.state.nodes)
+
+    def host_of(self, name: str) -> str:
+        """Loopback address of a node."""
+        return self.state.nodes[name].host
+
+    def node_at(self, host: str) -> str | None:
+        """The node whose worker listens on `host`."""
+        return next((n for n, i in self.state.nodes.items() if i.host == host), None)
+
+    def worker_running(self, name: str) -> bool:
+        """True when the node's worker process is alive."""
+        pid = self.state.workers.get(name)
+        return pid is not None and _is_spark_daemon(pid, "deploy.worker.Worker", self.host_of(name))
+
+    def running(self) -> list[str]:
+        """Nodes whose worker runs, in map order."""
+        return [n for n in self.names if self.worker_running(n)]
+
+    def start_worker(self, name: str) -> int:
+        """Start the node's worker inside its CPU budget; returns its PID (no-op when it already runs)."""
+        from jobs.standalone import start_worker
+
+        if name not in self.state.nodes:
+            raise UserError(f"unknown node {name!r}; the testbed has {', '.join(self.names)}")
+        if self.worker_running(name):
+            return self.state.workers[name]
+        info = self.state.nodes[name]
+        budget = self.cgroups.budget(name, info.cores)
+        daemon = start_worker(self.state.master_url, info.host, info.port, info.ui_port,
+                              self.run_dir / "nodes" / name, cores=1)
+        # spark-class execs the JVM in place; the executor JVMs and Python workers it forks later inherit the group.
+        budget.add(daemon.process.pid)
+        self.state.workers[name] = daemon.process.pid
+        self.save()
+        return daemon.process.pid
+
+    def stop_worker(self, name: str) -> None:
+        """Stop the node's worker with everything it started, and remove its cgroup."""
+        pid = self.state.workers.pop(name, None)
+        if pid is not None and _is_spark_daemon(pid, "deploy.worker.Worker", self.host_of(name)):
+            _stop_group(pid)
+        budget = self.cgroups.budgets.get(name)
+        if budget is not None:
+            for left in budget.pids():  # anything that escaped the process group but not the cgroup
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(left, signal.SIGKILL)
+            self.cgroups.release(name)
+        self.save()
+
+    def cpu_seconds(self, name: str) -> float:
+        """CPU seconds the node's processes used since its budget was made (0 when it has none)."""
+        budget = self.cgroups.budgets.get(name)
+        return budget.usage_s() if budget is not None else 0.0
+
+    # -- teardown -----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop every worker and the master, remove every cgroup and the state file; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self.reload()
+        for name in list(self.state.workers):
+            self.stop_worker(name)
+        pid = self.state.master_pid
+        if pid is not None and _is_spark_daemon(pid, "deploy.master.Master", MASTER_HOST):
+            _stop_group(pid)
+        self.cgroups.close()
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / STATE_FILE).unlink()

@@ -1,0 +1,156 @@
+"""The streaming job of the local testbed: `gesscale job run` as a child process against the fleet's master.
+
+The job writes one observation per micro-batch to `<run_dir>/batches.jsonl` (the exact record of what was
+processed and when) and serves its scaling hook on the driver's HTTP API with a random bearer token kept in the
+fleet's state file. `stop()` stops it cleanly between micro-batches (SIGTERM: the checkpoint holds the offsets),
+which is also the first half of the `restart` strategy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gesscale.brokers.process import port_is_free, read_cmdline
+from gesscale.errors import UserError
+from gesscale.k8s.hook_client import HttpDriverHook
+
+
+@dataclass
+class JobSettings:
+    """How the testbed's job runs; stored in the fleet state so an attached controller finds it."""
+
+    bootstrap: str
+    input: str = "rides"
+    output: str = "rides-enriched"
+    dead_letter: str = "rides-dead-letter"
+    http_port: int = 15080
+    ui_port: int = 15040
+    max_rows_per_batch: int = 2000
+    max_rows_per_range: int = 500
+    bp_window_s: float = 10.0
+    token: str = ""
+    pid: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return asdict(self)
+
+
+class TestbedJob:
+    """Start, stop and talk to the job process of one testbed run."""
+
+    def __init__(self, run_dir: Path, master_url: str, settings: JobSettings) -> None:
+        self.run_dir = Path(run_dir)
+        self.master_url = master_url
+        self.settings = settings
+        if not settings.token:
+            settings.token = secrets.token_hex(16)
+        self.batches_path = self.run_dir / "batches.jsonl"
+        self.checkpoint = self.run_dir / "checkpoint"
+        self.log_path = self.run_dir / "job.log"
+        self._popen: subprocess.Popen | None = None
+
+    @property
+    def hook(self) -> HttpDriverHook:
+        """Client of the driver's API (observation, executors, target, remove)."""
+        return HttpDriverHook(f"http://127.0.0.1:{self.settings.http_port}", self.settings.token, timeout_s=20.0)
+
+    def argv(self, executors: int) -> list[str]:
+        """The `gesscale job run` command line for `executors` initial executors."""
+        s = self.settings
+        return [
+            sys.executable, "-m", "gesscale", "job", "run", "--bootstrap", s.bootstrap, "--input", s.input,
+            "--output", s.output, "--dead-letter", s.dead_letter, "--checkpoint", str(self.checkpoint),
+            "--master", self.master_url, "--executors", str(executors), "--driver-host", "127.0.0.1",
+            "--http-port", str(s.http_port), "--ui-port", str(s.ui_port),
+            "--max-rows-per-batch", str(s.max_rows_per_batch), "--max-rows-per-range", str(s.max_rows_per_range),
+            "--metrics-jsonl", str(self.batches_path), "--bp-window-s", str(s.bp_window_s),
+        ]
+
+    def alive(self) -> bool:
+        """True while the job process runs."""
+        pid = self.settings.pid
+        if pid is None:
+            return False
+        if self._popen is not None and self._popen.pid == pid:
+            return self._popen.poll() is None
+        argv = read_cmdline(pid) or []
+        return "job" in argv and str(self.checkpoint) in argv
+
+    def start(self, executors: int) -> int:
+        """Launch the job with `executors` executors; returns its PID once the driver's API answers."""
+        for port in (self.settings.http_port, self.settings.ui_port):
+            if not port_is_free(port):
+                raise UserError(f"port {port} for the job is taken (another testbed running?)")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "GESSCALE_JOB_TOKEN": self.settings.token, "PYSPARK_PYTHON": sys.executable}
+        with self.log_path.open("ab") as log:
+            self._popen = subprocess.Popen(self.argv(executors), stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.settings.pid = self._popen.pid
+        return self._popen.pid
+
+    def wait_ready(self, executors: int, timeout_s: float = 180.0) -> None:
+        """Block until the driver's hook answers with `executors` executors; UserError on exit or timeout."""
+        deadline = time.monotonic() + timeout_s
+        hook = self.hook
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise UserError(f"the job exited at start-up; see {self.log_path}: {self.log_tail()}")
+            with contextlib.suppress(Exception):
+                if len(hook.executors()["executors"]) == executors:
+                    return
+            time.sleep(0.5)
+        raise UserError(f"the job did not get {executors} executors within {timeout_s:.0f} s; see {self.log_path}")
+
+    def stop(self, timeout_s: float = 90.0) -> None:
+        """Stop the job between micro-batches (SIGTERM), SIGKILL its process group if it lingers."""
+        pid = self.settings.pid
+        if pid is None or not self.alive():
+            self.settings.pid = None
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)  # the driver's JVM and anything it left
+        if self._popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(10)
+        self.settings.pid = None
+
+    def log_tail(self, lines: int = 3) -> str:
+        """Last lines of the job's log."""
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(x.strip() for x in text[-lines:])
+
+
+def read_batches(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Observations appended to `path` from byte `offset`; returns them and the offset after the last full line."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    out = []
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out, offset + end

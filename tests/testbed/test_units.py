@@ -1,0 +1,101 @@
+"""Pure parts of the testbed: durations, pause measurement, batch log reading, the demo's workload and the
+scenario calibrated from a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gesscale.backends.local import longest_gap
+from gesscale.errors import UserError
+from gesscale.scenario import scenario_from_dict
+from gesscale.testbed.controller import parse_duration, read_reconfigurations
+from gesscale.testbed.demo import DemoOptions
+from gesscale.testbed.fleet import node_host
+from gesscale.testbed.job import read_batches
+from gesscale.testbed.report import calibrated_scenario, relative_noise
+from gesscale.workloads import rate_profile
+from netem.latency_map import load_latency_map
+from producer.pattern import parse_pattern
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("10s", 10), ("10", 10), ("1.5m", 90), ("2h", 7200), ("500ms", 0.5)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "ten", "5 days", "-3s", "0s"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(UserError):
+        parse_duration(text)
+
+
+def test_longest_gap_spans_the_change() -> None:
+    # batches every 2 s, a change from t=10 to t=12, the next batch only at 19
+    times = [2, 4, 6, 8, 19, 21]
+    assert longest_gap(times, 10, 12) == pytest.approx(11)  # 8 -> 19
+    # a batch completed during the change splits the gap
+    assert longest_gap([2, 8, 11, 19], 10, 12) == pytest.approx(8)  # 11 -> 19
+    # no batch before: the gap starts at the change
+    assert longest_gap([15], 10, 12) == pytest.approx(5)
+
+
+def test_read_batches_ignores_a_partial_last_line(tmp_path: Path) -> None:
+    p = tmp_path / "b.jsonl"
+    p.write_text('{"batch_id": 0}\n{"batch_id": 1}\n{"batch_')
+    got, off = read_batches(p)
+    assert [b["batch_id"] for b in got] == [0, 1]
+    with p.open("a") as fh:
+        fh.write('id": 2}\n')
+    more, off2 = read_batches(p, off)
+    assert [b["batch_id"] for b in more] == [2]
+    assert off2 == p.stat().st_size
+    assert read_batches(tmp_path / "missing.jsonl", 5) == ([], 5)
+
+
+def test_read_reconfigurations_skips_garbage(tmp_path: Path) -> None:
+    p = tmp_path / "r.jsonl"
+    p.write_text('{"kind": "up"}\nnot json\n{"kind": "down"}\n')
+    assert [r["kind"] for r in read_reconfigurations(p)] == ["up", "down"]
+    assert read_reconfigurations(tmp_path / "none") == []
+
+
+def test_node_addresses() -> None:
+    assert node_host("fog1", 0) == "127.0.0.31"
+    assert node_host("fog9", 8) == "127.0.0.39"
+    assert node_host("edge-a", 2) == "127.0.0.33"
+
+
+def test_demo_pattern_is_the_workload_the_simulator_replays() -> None:
+    opts = DemoOptions(day_s=120, rides_per_day=20_000, start_hour=4)
+    spec = parse_pattern(opts.pattern())
+    assert spec == opts.workload()
+    profile = rate_profile(spec, seed=1)
+    assert len(profile) == 120
+    # the compressed day starts in the night trough and peaks in the evening
+    assert profile[:10].mean() < profile.max() / 3
+
+
+@pytest.mark.parametrize(("field", "value"), [("nodes", 10), ("node_cpu", 0), ("node_cpu", 1.5), ("day_s", 5),
+                                              ("start_hour", 24)])
+def test_demo_options_reject(field: str, value: float) -> None:
+    with pytest.raises(UserError):
+        DemoOptions(**{field: value}).validate()
+
+
+def test_calibrated_scenario_is_valid_and_carries_the_run() -> None:
+    lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
+    model = {"fitted": True, "alpha": 150.0, "beta": 0.8, "gamma": 0.5,
+             "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 140.0, "predicted": 150.0},
+                              {"n": 2, "nd_max_ms": 9.0, "mst": 270.0, "predicted": 256.7}]}
+    workload = DemoOptions(day_s=120).workload()
+    doc = calibrated_scenario(model, [], [4.0, 6.0], lmap, workload, 10.0, 20.0, 3)
+    sc = scenario_from_dict(doc, "test")
+    assert sc.truth.alpha == 150.0 and sc.truth.beta == 0.8 and sc.truth.gamma == 0.5
+    assert sc.truth.reconfig_pause_s == pytest.approx(5.0)
+    assert sc.truth.noise == pytest.approx(relative_noise(model))
+    assert sc.max_replicas == 3 and sc.latency_map.names == ["fog1", "fog2", "fog3"]
+    assert sc.workload == workload

@@ -190,8 +190,11 @@ def series_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, tupl
     return out
 
 
-def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int) -> list[Path]:
-    """matrix.json, matrix.md, the two heatmaps and one replicas-over-time PNG per scenario; returns the paths."""
+def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int, workers: int = 1) -> list[Path]:
+    """matrix.json, matrix.md, the two heatmaps and one replicas-over-time PNG per scenario; returns the paths.
+
+    The figures are drawn on `workers` processes (matplotlib is the slow part once the runs are done).
+    """
     from gesscale.compare_plots import heatmap, normalised_cost, replicas_plot
     from gesscale.report import write_json
 
@@ -205,11 +208,17 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int)
     md = out / "matrix.md"
     md.write_text(matrix_markdown(matrix, seeds))
     paths.append(md)
-    paths.append(heatmap(normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"))
     excess = {sc: {p: m["excess_time"] for p, m in per.items()} for sc, per in matrix.items()}
-    paths.append(heatmap(excess, "excess time (fraction of the input duration, medians)", out / "heatmap-excess.png",
-                         fmt="{:.3f}"))
     period = {r.scenario: r.period_s for r in results}
+    figures: list[tuple[Callable[..., Path], tuple[object, ...], dict[str, object]]] = [
+        (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"), {}),
+        (heatmap, (excess, "excess time (fraction of the input duration, medians)", out / "heatmap-excess.png"),
+         {"fmt": "{:.3f}"}),
+    ]
     for sc, series in series_by_scenario(results).items():
-        paths.append(replicas_plot(sc, series, period[sc], out / f"replicas-{sc}.png"))
-    return paths
+        figures.append((replicas_plot, (sc, series, period[sc], out / f"replicas-{sc}.png"), {}))
+    if workers <= 1:
+        return paths + [fn(*args, **kwargs) for fn, args, kwargs in figures]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(fn, *args, **kwargs) for fn, args, kwargs in figures]
+        return paths + [f.result() for f in futures]

@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
             task = bar.add_task(f"{len(files)} scenarios × {len(ids)} policies × {seeds} seeds", total=len(jobs))
             results = run_matrix(jobs, n_workers, progress=lambda r: bar.advance(task))
         simulated = time.monotonic() - started
-        paths = write_outputs(results, out, seeds)
+        paths = write_outputs(results, out, seeds, n_workers)
         matrix = summarise(results)
         console.print(_summary_table(matrix, "excess_time", "excess_time (medians; best in bold)"))
         console.print(_summary_table(matrix, "cost", "cost in replica-minutes (medians; best in bold)"))

@@ -24,7 +24,7 @@ from gesscale.metrics import METRIC_KEYS
 from gesscale.report import TITLES
 
 # Policies that are references, not contenders: never marked best in matrix.md.
-REFERENCE_POLICIES = ("ideal",)
+REFERENCE_POLICIES = ("ideal", "static")
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ class LocalBackend(Backend):
         self.reconfigurations: list[ReconfigRecord] = []
         self.stop_event = threading.Event()
         self._stopped = False
-        self._last_t = time.time()
+        self._last_t = self._last_wall = time.time()
         self._last_end = self._input_end()
         self._last_cpu = {n: fleet.cpu_seconds(n) for n in fleet.names}
         self.log.poll()
@@ -154,18 +154,34 @@ class LocalBackend(Backend):
         return Placement(nodes, self.latency_map.nd_max(nodes))
 
     def observe(self) -> Observation:
-        """Wait for the end of the period, then summarise it (see the module docstring)."""
+        """Wait for the end of the period, then summarise it (see the module docstring).
+
+        The period is stretched to the first micro-batch completed after its nominal end (by at most two
+        periods), so each period spans whole batches: with batches about as long as the period, a fixed window
+        would see 0, 1 or 2 of them and report a throughput of 0 or twice the truth.
+        """
         deadline = self._last_t + self.period_s
         while not self.stop_event.is_set() and (left := deadline - time.time()) > 0:
             self.stop_event.wait(min(left, 0.5))
-        t1 = time.time()
+        limit = deadline + 2 * self.period_s
+        t1 = None
+        while t1 is None:
+            self.log.poll()
+            done = [b["time"] for b in self.log.batches if b["time"] > self._last_t]
+            if done and max(done) >= deadline - 0.5 * self.period_s:
+                t1 = max(done)
+            elif self.stop_event.is_set() or time.time() >= limit:
+                t1 = time.time()
+            else:
+                self.stop_event.wait(0.2)
         t0, self._last_t = self._last_t, t1
         period = max(t1 - t0, 1e-6)
-        self.log.poll()
         batches = [b for b in self.log.batches if t0 < b["time"] <= t1]
         rows = sum(int(b["num_input_rows"]) for b in batches)
+        wall = time.time()
         end = self._input_end()
         arrived, self._last_end = end - self._last_end, end
+        input_period, self._last_wall = max(wall - self._last_wall, 1e-6), wall
         backlog = max(0, end - self.log.processed)
         previous_backlog = max(0, end - arrived - (self.log.processed - rows))
         placement = self.current()
@@ -178,7 +194,7 @@ class LocalBackend(Backend):
         return Observation(
             time_s=self.now_s(),
             period_s=period,
-            input_rate=arrived / period,
+            input_rate=arrived / input_period,
             throughput=rows / period,
             backlog=float(backlog),
             backlog_growth=float(backlog - previous_backlog),
@@ -222,6 +238,11 @@ class LocalBackend(Backend):
             self._restart(want, add, remove)
         t_end = time.time()
         pause = self._measure_pause(t_start, t_end)
+        # The next period observes the new configuration only.
+        self._last_t = self._last_wall = time.time()
+        self._last_end = self._input_end()
+        self._last_cpu = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
+        self.log.poll()
         kind = "up" if len(want) > len(before) else "down"
         rec = ReconfigRecord(kind, tuple(add), tuple(remove), want, self.latency_map.nd_max(want), pause,
                              t_start - self.fleet.state.t0, t_end - t_start)

@@ -71,12 +71,12 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for the report, the PNGs and the logs."),
         report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
         nodes: int = typer.Option(6, "--nodes", help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
-        node_cpu: float = typer.Option(0.5, "--node-cpu", help="CPU budget of each fog node in cores (cgroup)."),
+        node_cpu: float = typer.Option(0.25, "--node-cpu", help="CPU budget of each fog node in cores (cgroup)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
-        day: float = typer.Option(180.0, "--day", help="Seconds one taxi day is compressed into (run longer with "
+        day: float = typer.Option(150.0, "--day", help="Seconds one taxi day is compressed into (run longer with "
                                   "a larger value)."),
-        rides_per_day: int = typer.Option(30_000, "--rides-per-day", help="Synthetic rides in the day (x3 records)."),
+        rides_per_day: int = typer.Option(15_000, "--rides-per-day", help="Synthetic rides in the day (x3 records)."),
         start_hour: int = typer.Option(4, "--start-hour", help="Hour of the day the replay starts at (0-23)."),
         control_period: float = typer.Option(10.0, "--control-period", help="Controller period (s)."),
         warmup: float = typer.Option(20.0, "--warmup", help="No decision this long after a reconfiguration (s)."),

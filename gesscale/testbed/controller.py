@@ -65,6 +65,9 @@ class LiveController:
 
     def _on_step(self, record: StepRecord) -> None:
         if record.applied and record.reconfiguration is not None:
+            # On the testbed a change takes tens of seconds (a worker JVM starts, an executor registers): the
+            # warm-up runs from when it was effective, not from the observation that asked for it.
+            self.loop.last_reconfig_s = self.backend.now_s()
             rec = record.reconfiguration
             measured = self.backend.reconfigurations[-1].to_dict() if self.backend.reconfigurations else {}
             line = {**rec.to_dict(), "strategy": self.backend.strategy, **{k: measured[k] for k in

@@ -30,11 +30,11 @@ class DemoOptions:
     out: Path = Path("out/demo")
     report: Path | None = None  # default: <out>/report.json
     nodes: int = 6
-    node_cpu: float = 0.5
+    node_cpu: float = 0.25
     policy: str = "gesscale"
     strategy: str = "live"
-    day_s: float = 180.0  # one taxi day compressed into this many seconds
-    rides_per_day: int = 30_000
+    day_s: float = 150.0  # one taxi day compressed into this many seconds
+    rides_per_day: int = 15_000
     start_hour: int = 4  # start in the night trough, so the day rises to its evening peak and falls again
     control_period_s: float = 10.0
     warmup_s: float = 20.0

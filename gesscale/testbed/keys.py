@@ -1,22 +1,33 @@
 """Exactly-once accounting by unique record keys: produced vs processed, lost, duplicated.
 
-Every ride record carries a unique key (`<ride>-<dup>`, producer/records.py). After a run:
-- produced = distinct keys in the input topic (a record the producer re-sent after an outage has the same key,
-  so it is counted once);
-- processed = distinct input keys found in the output or the dead-letter topic;
-- lost = input keys found in neither; duplicated = output + dead-letter records beyond the first per key.
+Every ride record carries a unique key (`<ride>-<dup>`, the `key` field of its JSON value; the Kafka message
+key is the ride id, shared by the copies — producer/records.py). The job writes a good record keyed by that
+unique key and a dead letter keyed by where it was read, `<topic>/<partition>/<offset>` (jobs/records.py).
+After a run:
+- produced = distinct unique keys in the input topic (a record the producer re-sent after an outage has the
+  same key, so it is counted once);
+- processed = those found in the output topic, or whose input position is in the dead-letter topic;
+- lost = produced − processed; duplicated = output and dead-letter records beyond the first per key.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
 
-def key_counts(bootstrap: str, topic: str, idle_polls: int = 30) -> Counter[bytes]:
-    """How many records carry each key in `topic`, read from the beginning to the current end offsets."""
+def _message_key(record: Any) -> bytes:
+    return record.key
+
+
+def key_counts(bootstrap: str, topic: str, idle_polls: int = 30,
+               key_of: Callable[[Any], bytes] = _message_key) -> Counter[bytes]:
+    """How many records carry each key (`key_of(record)`) in `topic`, from the beginning to the end offsets."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                              check_crcs=False, max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
     counts: Counter[bytes] = Counter()
@@ -35,7 +46,7 @@ def key_counts(bootstrap: str, topic: str, idle_polls: int = 30) -> Counter[byte
             if idle >= idle_polls:
                 raise TimeoutError(f"{topic}: no progress for {idle_polls} s while counting keys")
             for tp, records in got.items():
-                counts.update(r.key for r in records if r.offset < ends[tp])
+                counts.update(key_of(r) for r in records if r.offset < ends[tp])
             todo = {tp for tp in todo if (consumer.position(tp) or 0) < ends[tp]}
         return counts
     finally:
@@ -58,18 +69,38 @@ class Accounting:
                 "duplicated": self.duplicated, "dead_letters": self.dead_letters}
 
 
+def input_identity(topic: str) -> Callable[[Any], bytes]:
+    """Identity of an input record: its unique `key` field, or `<topic>/<partition>/<offset>` when unparseable."""
+
+    def identity(record: Any) -> bytes:
+        try:
+            key = json.loads(record.value)["key"]
+            if isinstance(key, str) and key:
+                return key.encode()
+        except (ValueError, TypeError, KeyError):
+            pass
+        return f"{topic}/{record.partition}/{record.offset}".encode()
+
+    def both(record: Any) -> bytes:
+        return identity(record) + b"\0" + f"{topic}/{record.partition}/{record.offset}".encode()
+
+    return both
+
+
 def account(bootstrap: str, input_topic: str, output_topic: str, dead_letter_topic: str) -> Accounting:
-    """Compare the keys of the input with those of the output and dead-letter topics."""
-    produced = key_counts(bootstrap, input_topic)
+    """Compare the records of the input with those of the output and dead-letter topics (see module doc)."""
+    inputs = key_counts(bootstrap, input_topic, key_of=input_identity(input_topic))
     out = key_counts(bootstrap, output_topic)
     dead = key_counts(bootstrap, dead_letter_topic)
-    done = out + dead
-    inputs = set(produced)
-    processed = sum(1 for k in done if k in inputs)
+    done: dict[bytes, bool] = {}
+    for ident in inputs:
+        key, _, origin = ident.partition(b"\0")
+        done[key] = done.get(key, False) or key in out or origin in dead
+    processed = sum(done.values())
     return Accounting(
-        produced=len(inputs),
+        produced=len(done),
         processed=processed,
-        lost=len(inputs) - processed,
-        duplicated=sum(c - 1 for c in done.values() if c > 1),
+        lost=len(done) - processed,
+        duplicated=sum(c - 1 for c in out.values() if c > 1) + sum(c - 1 for c in dead.values() if c > 1),
         dead_letters=sum(dead.values()),
     )

@@ -54,10 +54,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run every policy on every scenario of a folder and write the comparison matrix.
 
-        One simulation per (scenario, policy, seed), spread over worker processes. Writes matrix.json
-        (scenario → policy → DESIGN §4 metrics, medians over seeds), matrix.md (one table per metric, best value
-        of each scenario in bold), heatmaps of the normalised cost and of the excess time, and one
-        replicas-over-time figure per scenario; prints the excess-time and cost tables.
+        One simulation per (scenario, policy, seed), spread over worker processes, with a progress bar.
+
+        Writes matrix.json (scenario → policy → DESIGN §4 metrics, medians over seeds) and matrix.md.
+
+        matrix.md has one table per metric; the best value of each scenario is in bold.
+
+        Figures: heatmap-cost.png (cost / ideal cost), heatmap-excess.png, replicas-<scenario>.png.
         """
         from gesscale.cli.cmd_simulate import print_policy_list
         from gesscale.compare import find_scenarios, plan_jobs, run_matrix, summarise, write_outputs

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,16 @@ def _pyplot():  # type: ignore[no-untyped-def]
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(plt: Any, fig: Any, path: str | Path, dpi: int) -> Path:
+    """Lay out, write the PNG (creating its folder) and free the figure."""
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=dpi)
+    plt.close(fig)
+    return p
 
 
 def normalised_cost(matrix: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
@@ -58,12 +69,7 @@ def heatmap(
                         color="white" if dark else "black")
     ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.03)
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(plt, fig, path, dpi=110)
 
 
 def replicas_plot(
@@ -95,9 +101,4 @@ def replicas_plot(
     for row in axes:
         row[0].set_ylabel("replicas")
     fig.suptitle(f"{scenario}: replicas over time (first seed) vs ideal")
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    return p
+    return _save(plt, fig, path, dpi=100)

@@ -20,11 +20,12 @@ from producer.sinks import Sink
 class ReplayStats:
     """Live and final figures of one replay (all times in seconds since the first record was due)."""
 
+    planned: int | None = None
     sent: int = 0
     acked: int = 0
     pending: int = 0
     resent: int = 0
-    resent_precaution: int = 0
+    restored: int = 0
     last_due_s: float = 0.0
     last_send_s: float = 0.0
     elapsed_s: float = 0.0
@@ -55,14 +56,18 @@ def replay(
     *,
     max_pending: int = 100_000,
     limit: int | None = None,
+    planned: int | None = None,
     progress: Callable[[ReplayStats], None] | None = None,
     progress_every_s: float = 0.25,
     drain_timeout_s: float = 300.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ReplayStats:
-    """Send `schedule` to `sink` on time; stop after `limit` records if given. Ctrl-C ends it early, cleanly."""
-    stats = ReplayStats()
+    """Send `schedule` to `sink` on time; stop after `limit` records if given. Ctrl-C ends it early, cleanly.
+
+    `planned` (records the schedule holds, when known) is only carried to the progress callback.
+    """
+    stats = ReplayStats(planned=planned if limit is None or planned is None else min(planned, limit))
     start = clock()
     next_report = 0.0
     ride_seen = None
@@ -112,5 +117,5 @@ def _refresh(stats: ReplayStats, sink: Sink, now: float) -> None:
     stats.acked = sink.acked
     stats.pending = sink.pending()
     stats.resent = sink.resent
-    stats.resent_precaution = sink.resent_precaution
+    stats.restored = sink.restored
     stats.elapsed_s = now

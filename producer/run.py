@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gesscale.errors import UserError
 from producer.replay import ReplayStats, replay
-from producer.schedule import Scheduled, by_event_time, by_rate_profile
+from producer.schedule import Scheduled, by_event_time, by_rate_profile, profile_times
 from producer.sinks import KafkaSink, MqttSink, Notify, Sink
 from producer.source import RideSource, file_source, synthetic_source
 
@@ -69,8 +69,8 @@ def build_source(opts: ProduceOptions) -> RideSource:
     return synthetic_source(None if paced_by_pattern else opts.days, opts.rides_per_day, opts.seed)
 
 
-def build_schedule(opts: ProduceOptions, source: RideSource) -> tuple[Iterable[Scheduled], str]:
-    """The record schedule and a one-line description of the pacing."""
+def build_schedule(opts: ProduceOptions, source: RideSource) -> tuple[Iterable[Scheduled], str, int | None]:
+    """The record schedule, a one-line description of the pacing, and the planned record count when known."""
     from gesscale.workloads import rate_profile
     from producer.pattern import constant_rate, parse_pattern
 
@@ -83,14 +83,15 @@ def build_schedule(opts: ProduceOptions, source: RideSource) -> tuple[Iterable[S
             f"pattern {spec['kind']} ({desc}), {len(profile)} s, {int(profile.sum())} records planned, "
             f"x{opts.duplication} per ride"
         )
-        return by_rate_profile(source, profile, opts.duplication), pacing
+        planned = sum(1 for _ in profile_times(profile)) if profile.sum() < 50_000_000 else None
+        return by_rate_profile(source, profile, opts.duplication), pacing, planned
     schedule: Iterable[Scheduled] = by_event_time(source, opts.speed, opts.duplication)
     pacing = f"event time x{opts.speed:g}, each ride x{opts.duplication}"
     if opts.duration_s:
         end = opts.duration_s
         schedule = itertools.takewhile(lambda item: item[0] < end, schedule)
         pacing += f", first {opts.duration_s:g} s"
-    return schedule, pacing
+    return schedule, pacing, None
 
 
 def build_sink(opts: ProduceOptions, notify: Notify) -> tuple[Sink, str]:
@@ -114,10 +115,10 @@ def produce(
     """Run one replay to the end (or `limit`, or Ctrl-C) and return its figures."""
     _check(opts)
     source = build_source(opts)  # reads the file's first line: a bad file fails before any broker is touched
-    schedule, pacing = build_schedule(opts, source)
+    schedule, pacing, planned = build_schedule(opts, source)
     sink, destination = build_sink(opts, notify)
     try:
-        stats = replay(schedule, sink, limit=opts.limit, progress=progress)
+        stats = replay(schedule, sink, limit=opts.limit, planned=planned, progress=progress)
     finally:
         sink.close()
     return ProduceResult(stats=stats, source=source, destination=destination, pacing=pacing)

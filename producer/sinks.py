@@ -26,7 +26,7 @@ class Sink(Protocol):
 
     acked: int
     resent: int
-    resent_precaution: int
+    restored: int
 
     def send(self, key: bytes, value: bytes) -> None:
         """Hand over one record (non-blocking apart from client-side buffering)."""
@@ -98,28 +98,33 @@ class OutageTracker:
 
 
 class KafkaSink:
-    """Kafka through kafka-python: batching, key = ride id, acks=all, failed records re-sent.
+    """Kafka through kafka-python: batching, key = ride id, acks=all, failed records re-sent, outages verified.
 
-    `resend_window_s`: records acknowledged within this many seconds before an outage is noticed are sent
-    again once the broker is back. The embedded broker (noida-db) was measured to lose records it had just
-    acknowledged when it is stopped under load (and up to its ~1 s save interval on kill -9; see
-    docs/data-plane.md), so by default the producer does not trust the last acks before an outage. The price
-    is a few duplicates (same unique key) after an outage; set 0 with a real Kafka to avoid them.
+    An acknowledgement is not trusted blindly around an outage: the embedded broker (noida-db) was measured to
+    lose records it had acknowledged just before a stop, and seconds of them when its state is large (see
+    docs/data-plane.md). So the sink keeps a journal of what it sent in the last `journal_s` seconds (and
+    everything during an outage); once an outage is over and everything sent before the recovery is
+    acknowledged, it reads the topic back from shortly before the outage, and re-sends every journal record
+    whose unique key is not there. Against a broker that keeps its acks (a real Kafka) this finds nothing and
+    sends nothing twice.
     """
 
     def __init__(self, bootstrap: str, topic: str, notify: Notify, *, linger_ms: int = 20,
                  batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000,
-                 resend_window_s: float = 2.0) -> None:  # fmt: skip
+                 journal_s: float = 10.0) -> None:  # fmt: skip
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
-        self.topic = topic
-        self.notify = notify
+        self.bootstrap, self.topic, self.notify = bootstrap, topic, notify
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=bootstrap,
                 client_id="gesscale-producer",
                 acks="all",
+                # Not idempotent: after a restart noida-db forgets producer state, and an idempotent client can
+                # then be told DUPLICATE_SEQUENCE_NUMBER (which kafka-python counts as success) for records the
+                # broker does not hold. Duplicates are tolerated downstream (unique keys); losses are not.
+                enable_idempotence=False,
                 linger_ms=linger_ms,
                 batch_size=batch_size,
                 delivery_timeout_ms=delivery_timeout_ms,
@@ -132,42 +137,49 @@ class KafkaSink:
             )
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {bootstrap}: {err}") from None
-        # Entries: (future, key, value, counted) in flight; (key, value, counted) waiting for a retry;
-        # (ack time, key, value) recently acknowledged. `counted`: already counted as acknowledged once.
+        # (future, key, value, counted, seq) in flight; (key, value, counted, seq) waiting for a retry; (wall
+        # time, seq, key, value) journal of first sends. `counted`: already counted as acknowledged once.
         self._inflight: collections.deque = collections.deque()
         self._retry: collections.deque = collections.deque()
-        self._recent: collections.deque = collections.deque()
+        self._journal: collections.deque = collections.deque()
+        self._journal_s = journal_s
+        self._seq = 0
+        self._suspect_since: float | None = None  # wall time from which acks are not trusted
+        self._verify_before_seq: int | None = None  # set when an outage ends: verify what was sent before
         try:
             self._partitions: list[int] | None = sorted(self._producer.partitions_for(topic) or []) or None
         except KafkaError:
             self._partitions = None  # let kafka-python's partitioner decide
         self._last_key: bytes | None = None
         self._last_partition: int | None = None
-        self._window_s = resend_window_s
         self._backoff = Backoff()
         self._outage = OutageTracker(notify, f"Kafka {bootstrap}")
         self._last_ack = time.monotonic()
+        self._last_ack_wall = time.time()
         self.acked = 0
         self.resent = 0
-        self.resent_precaution = 0
+        self.restored = 0
 
     def send(self, key: bytes, value: bytes) -> None:
         """Queue one record; while earlier records wait for a retry it queues behind them."""
+        seq = self._seq
+        self._seq += 1
+        self._journal.append((time.time(), seq, key, value))
         if self._retry:
-            self._retry.append((key, value, False))
+            self._retry.append((key, value, False, seq))
             return
-        self._send(key, value, False)
+        self._send(key, value, False, seq)
 
-    def _send(self, key: bytes, value: bytes, counted: bool) -> bool:
+    def _send(self, key: bytes, value: bytes, counted: bool, seq: int) -> bool:
         from kafka.errors import KafkaError
 
         try:
             future = self._producer.send(self.topic, key=key, value=value, partition=self._partition(key))
         except KafkaError as err:
-            self._retry.appendleft((key, value, counted))
+            self._retry.appendleft((key, value, counted, seq))
             self._broker_trouble(time.monotonic(), f"send failed ({type(err).__name__})")
             return False
-        self._inflight.append((future, key, value, counted))
+        self._inflight.append((future, key, value, counted, seq))
         return True
 
     def _partition(self, key: bytes) -> int | None:
@@ -180,54 +192,89 @@ class KafkaSink:
         return partition
 
     def _broker_trouble(self, now: float, detail: str) -> None:
-        """An outage (or a broker restart) is suspected: back off, and distrust the latest acknowledgements."""
+        """An outage (or a broker restart) is suspected: back off, and distrust acks from shortly before it."""
         self._outage.down(now, detail)
         if self._backoff.ready(now):
             self._backoff.failed(now)
-        if self._recent:
-            self.resent_precaution += len(self._recent)
-            self._retry.extendleft((k, v, True) for _, k, v in reversed(self._recent))
-            self._recent.clear()
+        since = self._last_ack_wall - self._journal_s
+        self._suspect_since = since if self._suspect_since is None else min(self._suspect_since, since)
+        self._verify_before_seq = None
 
     def service(self) -> None:
-        """Count acks, move failed records to the retry queue, re-send when the backoff allows."""
+        """Count acks, retry failed records, verify after an outage, trim the journal."""
         now = time.monotonic()
-        inflight, recent = self._inflight, self._recent
+        inflight = self._inflight
         while inflight and inflight[0][0].is_done:
-            future, key, value, counted = inflight.popleft()
+            future, key, value, counted, seq = inflight.popleft()
             if future.succeeded():
                 if not counted:
                     self.acked += 1
                 self._last_ack = now
-                if self._window_s > 0:
-                    recent.append((now, key, value))
+                self._last_ack_wall = time.time()
             else:
-                self._retry.append((key, value, counted))
+                self._retry.append((key, value, counted, seq))
                 self._broker_trouble(now, f"delivery failed ({type(future.exception).__name__})")
-        while recent and recent[0][0] < self._last_ack - self._window_s:
-            recent.popleft()
         if inflight and now - self._last_ack > self._outage.stall_s:
             self._broker_trouble(now, f"no acknowledgement for {now - self._last_ack:.0f} s, {len(inflight)} in flight")
         elif self._outage.since is not None and now - self._last_ack < 1.0 and not self._retry:
             self._backoff.succeeded()
             self._outage.up(now, self.pending())
+            self._verify_before_seq = self._seq
         if self._retry and self._backoff.ready(now):
             self._resend()
+        if self._verify_before_seq is not None and self._sent_before_acked(self._verify_before_seq):
+            self._verify()
+        if self._suspect_since is None:
+            horizon = time.time() - self._journal_s
+            journal = self._journal
+            while journal and journal[0][0] < horizon:
+                journal.popleft()
+
+    def _sent_before_acked(self, seq: int) -> bool:
+        """True when every record sent before `seq` is acknowledged (nothing older in flight or in retry)."""
+        return all(e[4] >= seq for e in self._inflight) and all(e[3] >= seq for e in self._retry)
+
+    def _verify(self) -> None:
+        """Read the topic back from before the outage; re-send journal records the broker does not hold."""
+        from kafka.errors import KafkaError
+
+        from producer.verify import record_id, record_ids_since
+
+        since, upto = self._suspect_since or 0.0, self._verify_before_seq or 0
+        if not self._backoff.ready(time.monotonic()):
+            return
+        try:
+            held = record_ids_since(self.bootstrap, self.topic, int((since - 1.0) * 1000))
+        except KafkaError as err:
+            wait = self._backoff.failed(time.monotonic())
+            self.notify(f"reading back after the outage failed ({type(err).__name__}); again in {wait:.1f} s")
+            return
+        checked = missing = 0
+        for sent_at, seq, key, value in self._journal:
+            if sent_at < since or seq >= upto:
+                continue
+            checked += 1
+            if record_id(value) not in held:
+                missing += 1
+                self._send(key, value, True, seq)
+        self.restored += missing
+        self._suspect_since = self._verify_before_seq = None
+        self.notify(f"verified {checked} records sent around the outage: {missing} missing at the broker, re-sent")
 
     def _resend(self) -> None:
         """Hand the retry queue back to the client; a send that fails again re-arms the backoff."""
         while self._retry:
-            key, value, counted = self._retry.popleft()
-            if not self._send(key, value, counted):
+            key, value, counted, seq = self._retry.popleft()
+            if not self._send(key, value, counted, seq):
                 return
             self.resent += 1
 
     def pending(self) -> int:
-        """Records not yet acknowledged (precautionary re-sends included)."""
-        return len(self._inflight) + len(self._retry)
+        """Records not yet acknowledged, plus a pending post-outage verification (counted as one)."""
+        return len(self._inflight) + len(self._retry) + (self._suspect_since is not None)
 
     def drain(self, timeout_s: float) -> bool:
-        """Flush and service until nothing is pending or the timeout passes."""
+        """Flush and service until nothing is pending (verification included) or the timeout passes."""
         from kafka.errors import KafkaError
 
         deadline = time.monotonic() + timeout_s
@@ -235,7 +282,7 @@ class KafkaSink:
             with contextlib.suppress(KafkaError):  # a flush timeout just means: not yet
                 self._producer.flush(timeout=0.5)
             self.service()
-            if self._retry:
+            if self._retry or self._suspect_since is not None:
                 time.sleep(0.05)
         return self.pending() == 0
 
@@ -268,7 +315,7 @@ class MqttSink:
         self._inflight: collections.deque = collections.deque()
         self.acked = 0
         self.resent = 0
-        self.resent_precaution = 0
+        self.restored = 0
         self.dropped = 0
         self._closing = False
         self._client.on_disconnect = self._on_disconnect

@@ -24,7 +24,7 @@ def summary_dict(result) -> dict:
         "acked": s.acked,
         "unacked": s.pending,
         "resent_after_failure": s.resent,
-        "resent_as_precaution": s.resent_precaution,
+        "restored_after_verification": s.restored,
         "target_rate": round(s.target_rate, 1),
         "achieved_rate": round(s.achieved_rate, 1),
         "rate_error_pct": round(100 * s.rate_error, 2),
@@ -48,10 +48,10 @@ def print_summary(console: Console, data: dict) -> None:
         f"  [red]{data['unacked']} NOT acknowledged[/red]" if data["unacked"] else ""))  # fmt: skip
     if data["resent_after_failure"]:
         table.add_row("re-sent after failures", str(data["resent_after_failure"]))
-    if data["resent_as_precaution"]:
+    if data["restored_after_verification"]:
         table.add_row(
-            "re-sent as precaution",
-            f"{data['resent_as_precaution']} (acknowledged just before an outage; may be duplicates, same keys)",
+            "restored after an outage",
+            f"{data['restored_after_verification']} (acknowledged by the broker but missing when read back; re-sent)",
         )
     err = data["rate_error_pct"]
     verdict = "[green]within 5 %[/green]" if abs(err) <= 5 else "[yellow]off by more than 5 %[/yellow]"
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
         When the broker goes away the producer retries with backoff and loses nothing. The summary gives
         sent, skipped by reason, target vs achieved rate and the worst lag behind schedule.
         """
-        from rich.progress import Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from producer.run import ProduceOptions, produce
 
@@ -113,6 +113,7 @@ def register(app: typer.Typer) -> None:
         )  # fmt: skip
         with Progress(
             TextColumn("[cyan]producing[/cyan]"),
+            BarColumn(),
             TextColumn("{task.fields[sent]} sent, {task.fields[acked]} acked"),
             TextColumn("{task.fields[rate]}"),
             TextColumn("lag {task.fields[lag]}"),
@@ -125,7 +126,8 @@ def register(app: typer.Typer) -> None:
 
             def show(stats) -> None:
                 rate_now = f"{stats.sent / stats.elapsed_s:,.0f}/s" if stats.elapsed_s > 0 else ""
-                bar.update(task, sent=stats.sent, acked=stats.acked, rate=rate_now, lag=f"{stats.worst_lag_s:.3f} s")
+                bar.update(task, total=stats.planned, completed=stats.sent, sent=stats.sent, acked=stats.acked,
+                           rate=rate_now, lag=f"{stats.worst_lag_s:.3f} s")  # fmt: skip
 
             def notify(message: str) -> None:
                 bar.console.print(f"[yellow]{message}[/yellow]")

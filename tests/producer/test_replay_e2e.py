@@ -117,7 +117,7 @@ def test_broker_outage_mid_replay_loses_nothing() -> None:
         expected = {f"s{ride}-{dup}" for ride in range(1, 12_001) for dup in range(2)}
         assert set(keys) == expected  # nothing lost; duplicates (re-sent after the outage) are allowed
         print(f"outage: {len(keys) - len(expected)} duplicates, {stats.resent} re-sent, "
-              f"{stats.resent_precaution} re-sent as precaution; messages: {messages}")  # fmt: skip
+              f"{stats.restored} restored after read-back; messages: {messages}")  # fmt: skip
     finally:
         broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)

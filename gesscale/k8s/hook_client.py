@@ -3,7 +3,8 @@
 Routes used: `GET /observation` (latest micro-batch observation, 404 before the first batch), `GET /executors`,
 `POST /executors/target {"target": N, "wait_s": s}`, `POST /executors/remove {"ids": [...], "wait_s": s}`;
 hook routes need `Authorization: Bearer <token>`. Setting the target is idempotent and retried on transport
-errors; removing executors is sent once (the caller checks the pods to learn what happened).
+errors and on 503 (Spark still starting); removing executors is sent once (the caller checks the pods to learn
+what happened).
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class HttpDriverHook:
                     payload = json.loads(err.read() or b"null")
                 except ValueError:
                     payload = None
+                if err.code == 503 and idempotent and attempt < self.attempts:  # Spark still starting
+                    self._sleep(self.backoff_s * attempt)
+                    continue
                 return err.code, payload
             except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
                 if not idempotent or attempt == self.attempts:

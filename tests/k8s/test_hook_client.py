@@ -36,3 +36,16 @@ def test_wrong_token_and_no_answer_are_clear_errors(fake_kube, fake_driver):
 def test_url_must_be_http():
     with pytest.raises(UserError, match="http://"):
         HttpDriverHook("driver:4041", TOKEN)
+
+
+def test_spark_still_starting_is_retried(fake_kube, fake_driver):
+    build_cluster(fake_kube, fake_driver, running=())
+    fake_kube.put(NODES, None, node("n3", {"gesscale.io/pool": "taxi"}))
+    ready_hook, fake_driver.driver_api.hook = fake_driver.driver_api.hook, None  # the job answers 503 until set
+
+    def spark_comes_up(_seconds):
+        fake_driver.driver_api.hook = ready_hook
+
+    HttpDriverHook(fake_driver.url, TOKEN, sleep=spark_comes_up).set_target(1)
+    assert [c[1] for c in fake_driver.hook_calls()] == ["/executors/target", "/executors/target"]
+    assert [e["id"] for e in fake_driver.executors()] == ["1"]

@@ -64,6 +64,7 @@ class Bridge:
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=kafka_bootstrap, client_id=client_id, acks="all", linger_ms=2,
+                enable_idempotence=False,  # see producer.sinks.KafkaSink: noida-db forgets producer state
                 delivery_timeout_ms=30_000, request_timeout_ms=10_000, max_block_ms=2_000,
                 reconnect_backoff_ms=200, reconnect_backoff_max_ms=5_000, bootstrap_timeout_ms=10_000,
             )  # fmt: skip

@@ -41,8 +41,11 @@ def register(app: typer.Typer) -> None:
         count: int | None = typer.Option(None, "--count", help="Exit after forwarding this many messages."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the final counters as JSON to this file."),
     ) -> None:
-        """Subscribe to MQTT (QoS 1, persistent session) and forward each message to Kafka; the MQTT message is
-        acknowledged only after Kafka acknowledged it (at-least-once). Prints counters every few seconds.
+        """Forward MQTT messages to Kafka, at least once.
+
+        QoS 1 on a persistent session; a message is acknowledged to MQTT only after Kafka acknowledged it.
+
+        Prints counters every 5 s and a summary at the end.
         """
         from gesscale.brokers.topics import ensure_topic
         from producer.bridge import Bridge

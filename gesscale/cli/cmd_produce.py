@@ -96,10 +96,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay taxi rides as JSON records (key <ride_id>-<dup>, event time) into Kafka or MQTT.
 
-        Records follow the trace's event time (x --speed) or a rate pattern shared with the simulator. Rows with
-        zero or out-of-NYC coordinates, non-positive durations or that do not parse are skipped and counted.
-        When the broker goes away the producer retries with backoff and loses nothing. The summary gives
-        sent, skipped by reason, target vs achieved rate and the worst lag behind schedule.
+        Pacing: the trace's event time (x --speed), or a rate pattern shared with the simulator.
+
+        Rows with zero or out-of-NYC coordinates, non-positive durations or that do not parse are counted.
+
+        A broker outage is retried with backoff, then the topic is read back: nothing is lost.
+
+        The summary: sent, skipped by reason, target vs achieved rate, worst lag behind schedule.
         """
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

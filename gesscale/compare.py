@@ -213,7 +213,7 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
     figures: list[tuple[Callable[..., Path], tuple[object, ...], dict[str, object]]] = [
         (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"), {}),
         (heatmap, (excess, "excess time (fraction of the input duration, medians)", out / "heatmap-excess.png"),
-         {"fmt": "{:.3f}"}),
+         {"fmt": "{:.3f}", "power": 0.3}),
     ]
     for sc, series in series_by_scenario(results).items():
         figures.append((replicas_plot, (sc, series, period[sc], out / f"replicas-{sc}.png"), {}))

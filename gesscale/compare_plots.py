@@ -46,25 +46,38 @@ def normalised_cost(matrix: Mapping[str, Mapping[str, Mapping[str, float]]]) -> 
 
 
 def heatmap(
-    values: Mapping[str, Mapping[str, float]], title: str, path: str | Path, fmt: str = "{:.2f}", cmap: str = "magma_r"
+    values: Mapping[str, Mapping[str, float]],
+    title: str,
+    path: str | Path,
+    fmt: str = "{:.2f}",
+    cmap: str = "magma_r",
+    power: float | None = None,
 ) -> Path:
-    """Write a policies × scenarios heatmap of `values` (scenario → policy → number) as PNG."""
+    """Write a policies × scenarios heatmap of `values` (scenario → policy → number) as PNG.
+
+    `power` < 1 stretches the colours of small values (a power-law norm), so that a few huge cells (a policy
+    that never drains) do not flatten the differences among the rest; the numbers written are unchanged.
+    """
     plt = _pyplot()
+    from matplotlib.colors import PowerNorm
     scenarios = list(values)
     policies = sorted({p for per in values.values() for p in per})
     grid = np.array([[values[sc].get(p, math.nan) for sc in scenarios] for p in policies], dtype=float)
     fig, ax = plt.subplots(figsize=(1.6 + 1.25 * len(scenarios), 1.0 + 0.42 * len(policies)))
     finite = grid[np.isfinite(grid)]
     vmax = float(np.percentile(finite, 95)) if finite.size else 1.0
-    im = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=float(finite.min()) if finite.size else 0.0,
-                   vmax=vmax if vmax > 0 else None)
+    vmin = float(finite.min()) if finite.size else 0.0
+    if power is not None and vmax > vmin:
+        im = ax.imshow(grid, cmap=cmap, aspect="auto", norm=PowerNorm(power, vmin=vmin, vmax=vmax))
+    else:
+        im = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax if vmax > vmin else None)
     ax.set_xticks(range(len(scenarios)), labels=scenarios, rotation=30, ha="right")
     ax.set_yticks(range(len(policies)), labels=policies)
     for i in range(len(policies)):
         for j in range(len(scenarios)):
             v = grid[i, j]
             if np.isfinite(v):
-                dark = vmax > 0 and v > 0.6 * vmax
+                dark = float(im.norm(v)) > 0.6
                 ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
     ax.set_title(title)

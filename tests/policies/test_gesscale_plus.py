@@ -132,3 +132,19 @@ def test_state_round_trip() -> None:
     q.load_state_dict(p.state_dict())
     assert q.model.predict(5, 10.0) == pytest.approx(p.model.predict(5, 10.0))
     assert q.model_summary()["pause_s"] == pytest.approx(120.0)
+
+
+def test_on_the_steps_scenario_it_finishes_with_the_input_for_less_than_gesscale() -> None:
+    # pi10-steps, seed 1 (the convergence test): Gesscale climbs each step one replica and one pause at a
+    # time and ends 0.0277 of the input duration late; gesscale-plus sizes each step at once and ends on time,
+    # with fewer reconfigurations and no more cost.
+    from pathlib import Path
+
+    from gesscale.scenario import load_scenario
+    from gesscale.simulate import run_once
+
+    sc = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "pi10-steps.yaml")
+    plus, base = run_once(sc, "gesscale-plus", 1).metrics, run_once(sc, "gesscale", 1).metrics
+    assert plus.excess_time < base.excess_time
+    assert plus.reconfigurations < base.reconfigurations
+    assert plus.cost <= base.cost

@@ -62,3 +62,16 @@ def test_true_rate() -> None:
     assert true_rate(obs(2, throughput=100, busy=0.5)) == pytest.approx(200.0)
     assert true_rate(obs(2, throughput=100, busy=None, cpu=None)) is None
     assert true_rate(obs(2, throughput=1, busy=0.01)) is None  # too idle to tell
+
+
+@pytest.mark.parametrize("pid", ISSUE_POLICIES)
+def test_state_survives_a_json_round_trip(pid: str) -> None:
+    import json
+
+    p = make_policy(pid)
+    for i in range(1, 6):
+        p.decide(obs(3, t=60.0 * i, input_rate=150, throughput=150, busy=0.8, backlog=100.0 * i, growth=100.0), ctx())
+    state = json.loads(json.dumps(p.state_dict()))
+    q = make_policy(pid)
+    q.load_state_dict(state)
+    assert json.loads(json.dumps(q.state_dict())) == state

@@ -78,3 +78,17 @@ def test_missing_inventory_and_bad_choices(tmp_path, capsys):
     assert "inventory not found" in capsys.readouterr().err
     assert main(["netem", "apply", "-i", str(ROOT / "inventory" / "local"), "-m", map_path, "--via", "x"]) == 2
     assert "--via must be one of" in capsys.readouterr().err
+
+
+def test_provision_user_errors_are_one_line(tmp_path, capsys):
+    local = str(ROOT / "inventory" / "local")
+    cases = [
+        (["provision", "-i", str(tmp_path / "none")], "inventory not found"),
+        (["provision", "-i", local, "-p", "nope"], "playbook not found: nope"),
+        (["provision", "-i", local, "-e", "novalue"], "must look like KEY=VALUE"),
+        (["provision", "-i", local, "--vault-password-file", str(tmp_path / "pw")], "vault password file not found"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err

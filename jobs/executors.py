@@ -62,7 +62,7 @@ class SparkExecutorControl:
             host = self._sc.getConf().get("spark.driver.host", "localhost")
             return [{"id": "driver", "host": host, "port": 0}]
         url = f"{self._sc.uiWebUrl}/api/v1/applications/{self._sc.applicationId}/executors"
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(url, timeout=60) as resp:
             rows = json.load(resp)
         out = []
         for row in rows:

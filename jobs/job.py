@@ -72,12 +72,22 @@ class JobConfig:
 
 
 class JobState:
-    """What the batch writer tells the metrics listener, and when rows last arrived (for idle stop)."""
+    """What the batch writer tells the metrics listener and the idle check: counts per batch, whether a batch
+    is being written, and when the job last did work."""
 
     def __init__(self) -> None:
         self.counts: dict[int, dict[str, int]] = {}
         self.last_rows_at = time.monotonic()
+        self.writing = False
+        self.batches = 0
         self.lock = threading.Lock()
+
+    def busy(self, writing: bool) -> None:
+        """Mark the start/end of a batch's write."""
+        with self.lock:
+            self.writing = writing
+            self.batches += 1 if writing else 0
+            self.last_rows_at = time.monotonic()
 
 
 def _check_broker(cfg: JobConfig) -> int:
@@ -136,6 +146,13 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
     parts = partition_counts(cfg.bootstrap, topics)
 
     def write(df: Any, batch_id: int) -> None:
+        state.busy(True)
+        try:
+            _write(df, batch_id)
+        finally:
+            state.busy(False)
+
+    def _write(df: Any, batch_id: int) -> None:
         starts, replay = sink_log.begin(batch_id, lambda: end_offsets(cfg.bootstrap, topics))
         if replay:
             log.warning("batch %d runs again (after a restart): skipping records already written", batch_id)
@@ -286,7 +303,8 @@ def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobSt
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
             status = query.status
-            if status.get("isDataAvailable"):
+            # before the first batch starts (planning, or a replay after a crash) a running trigger counts too
+            if state.writing or status.get("isDataAvailable") or (state.batches == 0 and status.get("isTriggerActive")):
                 state.last_rows_at = time.monotonic()
             idle = cfg.stop_when_idle_s
             if idle is not None and time.monotonic() - state.last_rows_at > idle:

@@ -62,6 +62,7 @@ def wait_for(predicate, timeout_s: float, what: str, job: JobProcess | None = No
         if predicate():
             return
         if job is not None and not job.running():
-            raise AssertionError(f"job exited (code {job.proc.returncode}) before {what}; log {job.log}")
+            tail = job.log.read_text(errors="replace")[-4000:]
+            raise AssertionError(f"job exited (code {job.proc.returncode}) before {what}; log {job.log}:\n{tail}")
         time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")

@@ -32,10 +32,10 @@ def ride(i: int, rnd: random.Random) -> dict:
     }
 
 
-def values(n: int, malformed_every: int = 0, seed: int = 1) -> Iterator[tuple[bytes, bytes, bool]]:
-    """(message key, value, is_good) for n records; every `malformed_every`-th one is malformed."""
-    rnd = random.Random(seed)
-    for i in range(n):
+def values(n: int, malformed_every: int = 0, seed: int = 1, first: int = 0) -> Iterator[tuple[bytes, bytes, bool]]:
+    """(message key, value, is_good) for records first..first+n-1; every `malformed_every`-th one is malformed."""
+    rnd = random.Random(seed + first)
+    for i in range(first, first + n):
         if malformed_every and i % malformed_every == malformed_every - 1:
             yield f"bad{i}".encode(), MALFORMED[i % len(MALFORMED)], False
         else:
@@ -43,11 +43,12 @@ def values(n: int, malformed_every: int = 0, seed: int = 1) -> Iterator[tuple[by
             yield rec["ride_id"].encode(), json.dumps(rec).encode(), True
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int, malformed_every: int = 0) -> set[bytes]:
-    """Write n records round-robin over the partitions; returns the `key`s of the good records."""
+def produce(bootstrap: str, topic: str, n: int, partitions: int, malformed_every: int = 0,
+            first: int = 0) -> set[bytes]:
+    """Write records first..first+n-1 round-robin over the partitions; returns the `key`s of the good ones."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 20)
     good: set[bytes] = set()
-    for i, (key, value, ok) in enumerate(values(n, malformed_every)):
+    for i, (key, value, ok) in enumerate(values(n, malformed_every, first=first)):
         producer.send(topic, key=key, value=value, partition=i % partitions)
         if ok:
             good.add(json.loads(value)["key"].encode())

@@ -78,14 +78,61 @@ def test_source_reads_exact_offsets_within_the_batch_limit(spark_local: Any, kaf
         seen.extend((r["partition"], r["offset"]) for r in rows)
 
     stream = (spark_local.readStream.format("gesscale_kafka").option("bootstrap", kafka_bootstrap)
-              .option("topic", topic).option("maxRowsPerBatch", "1000").option("maxRowsPerRange", "300").load())
+              .option("topic", topic).option("maxRowsPerBatch", "2000").option("maxRowsPerRange", "300").load())
     query = (stream.writeStream.foreachBatch(collect).trigger(availableNow=True)
              .option("checkpointLocation", str(tmp_path / "ck")).start())
     query.awaitTermination(300)
     assert not query.isActive and query.exception() is None
     assert sorted(seen) == sorted((i % 3, i // 3) for i in range(5000))
-    assert max(sizes) <= 1000 and sum(sizes) == 5000
+    assert max(sizes) <= 2000 and len(sizes) == 3 and sum(sizes) == 5000
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     latest = progress[0]["sources"][0]["latestOffset"]
     latest = json.loads(latest) if isinstance(latest, str) else latest
     assert sum(latest.values()) == 5000  # reportLatestOffset: the broker's end offsets, for the backlog
+
+
+def run_job_in_session(spark: Any, cfg: Any) -> None:
+    from jobs.job import JobState, start_query
+
+    query = start_query(spark, cfg, JobState())
+    query.awaitTermination(600)
+    assert not query.isActive and query.exception() is None
+
+
+def test_malformed_records_go_to_the_dead_letter_topic_and_the_rest_is_processed(
+        spark_local: Any, kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Any) -> None:
+    from jobs.job import JobConfig
+
+    inp, out, dlq = (kafka_topic_factory(partitions=2, prefix=p) for p in ("in", "out", "dlq"))
+    good = ridegen.produce(kafka_bootstrap, inp, 10_000, partitions=2, malformed_every=100)
+    assert len(good) == 9_900
+    run_job_in_session(spark_local, JobConfig(bootstrap=kafka_bootstrap, input=inp, output=out, dead_letter=dlq,
+                                              checkpoint=tmp_path / "ck", available_now=True))
+    output = ridegen.read_all(kafka_bootstrap, out)
+    assert sorted(k for k, _ in output) == sorted(good)
+    sample = json.loads(output[0][1])
+    assert sample["nearest_landmark"] and sample["landmark_distance"] >= 0
+    dead = ridegen.read_all(kafka_bootstrap, dlq)
+    assert len(dead) == 100 and len({k for k, _ in dead}) == 100
+    for key, value in dead:
+        body = json.loads(value)
+        assert body["reason"] and body["raw"] and body["topic"] == inp
+        assert key.decode() == f"{inp}/{body['partition']}/{body['offset']}"
+
+
+def test_parquet_sink_writes_the_enriched_rows(spark_local: Any, kafka_bootstrap: str, kafka_topic_factory: Any,
+                                               tmp_path: Any) -> None:
+    import pyarrow.parquet as pq
+
+    from jobs.job import JobConfig
+
+    inp, dlq = (kafka_topic_factory(partitions=2, prefix=p) for p in ("in", "dlq"))
+    good = ridegen.produce(kafka_bootstrap, inp, 3_000, partitions=2, malformed_every=50)
+    out = tmp_path / "enriched"
+    run_job_in_session(spark_local, JobConfig(bootstrap=kafka_bootstrap, input=inp, output=str(out), dead_letter=dlq,
+                                              checkpoint=tmp_path / "ck", sink="parquet", available_now=True,
+                                              max_rows_per_batch=1_000))
+    table = pq.read_table(out)
+    assert sorted(k.encode() for k in table.column("key").to_pylist()) == sorted(good)
+    assert set(table.column("nearest_landmark").to_pylist()) <= {lm.name for lm in LANDMARKS}
+    assert len(ridegen.read_all(kafka_bootstrap, dlq)) == 60

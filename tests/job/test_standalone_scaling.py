@@ -29,15 +29,15 @@ def hook(method: str, path: str, body: dict | None = None) -> dict:
 @pytest.mark.e2e
 def test_hook_adds_on_a_chosen_host_and_removes_another_while_exactly_once_holds(
         spark_standalone: Any, kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Path) -> None:
-    n = 100_000
     inp, out, dlq = (kafka_topic_factory(partitions=4, prefix=p) for p in ("in", "out", "dlq"))
-    good = ridegen.produce(kafka_bootstrap, inp, n, partitions=4)
+    first_part = 40_000
+    good = ridegen.produce(kafka_bootstrap, inp, first_part, partitions=4)
     metrics = tmp_path / "metrics.jsonl"
     job = JobProcess(
         ["--bootstrap", kafka_bootstrap, "--input", inp, "--output", out, "--dead-letter", dlq,
          "--checkpoint", str(tmp_path / "ck"), "--master", spark_standalone.url, "--executors", "1",
          "--driver-host", "127.0.0.1", "--http-port", str(HOOK_PORT), "--ui-port", "14070",
-         "--max-rows-per-batch", "5000", "--max-rows-per-range", "1250", "--metrics-jsonl", str(metrics),
+         "--max-rows-per-batch", "4000", "--max-rows-per-range", "1000", "--metrics-jsonl", str(metrics),
          "--stop-when-idle-s", "8"],
         tmp_path / "job.log", env={"GESSCALE_JOB_TOKEN": TOKEN})
     try:
@@ -56,7 +56,9 @@ def test_hook_adds_on_a_chosen_host_and_removes_another_while_exactly_once_holds
         assert [e["host"] for e in removed["executors"]] == [other]
         assert removed["target"] == 1
         assert job.running(), "the query must survive the reconfiguration"
+        # more input after the change, so batches certainly run on the new executor alone
         seen = len(observations(metrics))
+        good |= ridegen.produce(kafka_bootstrap, inp, 20_000, partitions=4, first=first_part)
         wait_for(lambda: any(o["executors"] and all(e["host"] == other for e in o["executors"])
                              for o in observations(metrics)[seen:]), 300, "a batch on the new executor only", job)
         assert job.wait(600) == 0, job.log.read_text()[-3000:]
@@ -64,5 +66,5 @@ def test_hook_adds_on_a_chosen_host_and_removes_another_while_exactly_once_holds
         if job.running():
             job.kill9()
     keys = [k for k, _ in ridegen.read_all(kafka_bootstrap, out)]
-    assert len(keys) == n
+    assert len(keys) == len(good) == 60_000
     assert set(keys) == good

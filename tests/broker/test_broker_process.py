@@ -29,6 +29,7 @@ def test_kafka_starts_answers_and_stops(tmp_path: Path) -> None:
 def test_taken_port_is_a_user_error(tmp_path: Path) -> None:
     port = free_port(*KAFKA_PORTS)
     with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", port))
         squatter.listen()
         with pytest.raises(UserError, match="already taken"):

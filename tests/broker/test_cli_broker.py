@@ -44,6 +44,7 @@ def test_up_status_down(broker_dir, capsys) -> None:
 def test_port_taken_is_one_line_exit_2(broker_dir, capsys) -> None:
     port = free_port(*KAFKA_PORTS)
     with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", port))
         squatter.listen()
         code = main(["broker", "up", "--kafka-port", str(port), "--no-mqtt", "--data-dir", str(broker_dir)])

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gesscale.errors import UserError
 from gesscale.workloads import WORKLOAD_KINDS
+from gesscale.yamlfile import read_yaml
 from netem.latency_map import LatencyMap, latency_map_from_dict, load_latency_map
 
 
@@ -142,17 +141,4 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario file (see the module docstring)."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise UserError(f"scenario not found: {p}") from None
-    except OSError as err:
-        raise UserError(f"cannot read scenario {p}: {err.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{p}: malformed YAML{where}") from None
-    return scenario_from_dict(data, str(p), p)
+    return scenario_from_dict(read_yaml(path, "scenario"), str(path), Path(path))

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
 from gesscale.errors import UserError
+from gesscale.yamlfile import read_yaml
 
 # Speed of light in optical fibre: c / n with n ≈ 1.47 → ≈ 204 km per ms; 200 km/ms is the usual rule of thumb.
 FIBRE_KM_PER_MS = 200.0
@@ -294,17 +294,4 @@ def triangle_violations(lmap: LatencyMap, slack_ms: float = 1.0) -> list[str]:
 
 def load_latency_map(path: str | Path) -> LatencyMap:
     """Read and validate a latency map file; every problem is a `UserError` naming file and pair."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise UserError(f"latency map not found: {p}") from None
-    except OSError as err:
-        raise UserError(f"cannot read latency map {p}: {err.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{p}: malformed YAML{where}") from None
-    return latency_map_from_dict(data, str(p))
+    return latency_map_from_dict(read_yaml(path, "latency map"), str(path))

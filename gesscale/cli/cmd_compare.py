@@ -8,8 +8,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+from gesscale.cli.progress import run_progress
 
 
 def _summary_table(matrix: dict, key: str, title: str) -> Table:
@@ -77,10 +78,7 @@ def register(app: typer.Typer) -> None:
         jobs = plan_jobs(files, ids, seeds)
         n_workers = workers or os.cpu_count() or 1
         started = time.monotonic()
-        with Progress(
-            TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False,
-        ) as bar:
+        with run_progress(err, transient=False) as bar:
             task = bar.add_task(f"{len(files)} scenarios × {len(ids)} policies × {seeds} seeds", total=len(jobs))
             results = run_matrix(jobs, n_workers, progress=lambda r: bar.advance(task))
         simulated = time.monotonic() - started

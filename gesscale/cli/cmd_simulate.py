@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gesscale.cli.progress import run_progress
 from gesscale.errors import UserError
 
 DEFAULT_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
@@ -65,10 +65,7 @@ def register(app: typer.Typer) -> None:
 
             extra["initial_model"] = load_model_file(model)
         total = len(ids) * seeds
-        with Progress(
-            TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal,
-        ) as bar:
+        with run_progress(err) as bar:
             task = bar.add_task(f"simulating {sc.name}", total=total)
             results = simulate_many(
                 sc, ids, seeds, progress=lambda pid, seed: bar.advance(task),

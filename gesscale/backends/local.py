@@ -294,6 +294,9 @@ class LocalBackend(Backend):
             self.log.poll()
             if any(b["time"] >= t_end for b in self.log.batches):
                 break
+            if self._input_end() <= self.log.processed:
+                # Nothing is waiting to be processed (the input is idle): the change delayed no record.
+                return 0.0
             time.sleep(0.2)
         times = [b["time"] for b in self.log.batches]
         return longest_gap(times, t_start, t_end)

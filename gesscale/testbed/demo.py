@@ -147,20 +147,31 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     try:
         config = ControllerConfig(control_period_s=opts.control_period_s, warmup_s=opts.warmup_s,
                                   min_replicas=1, max_replicas=opts.nodes)
-        backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
-                               control_period_s=opts.control_period_s)
-        ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners)
         say(f"replaying one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x3); "
             f"controller {opts.policy} ({opts.strategy}), period {opts.control_period_s:g} s")
         producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
         t_run = time.monotonic()
+        _wait_first_batch(tb.job, timeout_s=300.0)
+        timings["first_batch_s"] = time.monotonic() - t_run
+        backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
+                               control_period_s=opts.control_period_s)
+        ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners)
         deadline = t_run + opts.day_s + opts.drain_timeout_s
 
+        drained_periods = 0
+
         def over() -> bool:
+            # The day is over once the input stopped and the backlog drained; the controller then gets a few
+            # more periods to scale the idle replicas in (what it does in the night trough of a real day).
+            nonlocal drained_periods
             if time.monotonic() >= deadline:
                 return True
             last = ctl.loop.history[-1].observation if ctl.loop.history else None
-            return producer.done() and last is not None and last.backlog == 0 and last.input_rate == 0
+            if not (producer.done() and last is not None and last.backlog == 0 and last.input_rate == 0):
+                return False
+            drained_periods += 1
+            in_warmup = ctl.loop.context(last.time_s).in_warmup
+            return last.n <= 1 or (drained_periods > 3 and not in_warmup) or drained_periods > 8
 
         steps = ctl.run(over)
         timings["stream_s"] = time.monotonic() - t_run
@@ -184,6 +195,20 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start)
     write_json(opts.report or out / "report.json", report)
     return report
+
+
+def _wait_first_batch(job: Any, timeout_s: float) -> None:
+    """The job's first micro-batch starts its executor's Python workers (slow inside a small CPU budget); the
+    controller starts observing once that is done, as it would on a cluster whose job has been running."""
+    from gesscale.testbed.job import read_batches
+
+    deadline = time.monotonic() + timeout_s
+    while not read_batches(job.batches_path)[0]:
+        if time.monotonic() > deadline:
+            raise UserError(f"the job completed no micro-batch within {timeout_s:.0f} s; see {job.log_path}")
+        if not job.alive():
+            raise UserError(f"the job exited; see {job.log_path}: {job.log_tail()}")
+        time.sleep(0.5)
 
 
 def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,

@@ -5,6 +5,11 @@ Node `fogK` of the latency map runs on 127.0.0.(30+K) (the testbed's address blo
 stopped on demand (a scale-up starts the chosen node's worker, a scale-down stops it), so the set of running
 workers is the set of nodes that may host an executor: placement is enforced, not assumed.
 
+The budget holds what processes records: the executor JVM and its Python workers. The worker daemon itself (the
+node's agent, which only launches executors) runs outside it, and a watcher thread moves every process the
+worker launches into the node's group within a fraction of a second; so a node comes up in seconds while its
+processing capacity is the budget's.
+
 Everything the fleet started is written to `<run_dir>/testbed.json` (PIDs with the command they run, the cgroup
 parent), so another process — a controller restarted after a crash — can attach to the same fleet and
 `close()` from any of them stops every process and removes every cgroup.
@@ -16,6 +21,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +29,7 @@ from typing import Any
 
 from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
-from gesscale.testbed.cgroups import CgroupTree
+from gesscale.testbed.cgroups import CgroupTree, process_tree
 
 STATE_FILE = "testbed.json"
 HOST_BASE = 30  # fogK -> 127.0.0.(30+K)
@@ -120,6 +126,27 @@ class Fleet:
         self.state = state
         self.cgroups = cgroups
         self._closed = False
+        self._stop_watch = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="gesscale-fleet-confine", daemon=True)
+        self._watcher.start()
+
+    def _watch(self, poll_s: float = 0.1) -> None:
+        """Move what each running worker launched (executor JVM, Python workers) into the node's budget."""
+        while not self._stop_watch.wait(poll_s):
+            self.confine()
+
+    def confine(self) -> int:
+        """One pass of the watcher; returns how many processes it moved."""
+        moved = 0
+        for name, pid in list(self.state.workers.items()):
+            budget = self.cgroups.budgets.get(name)
+            if budget is None:
+                continue
+            inside = set(budget.pids())
+            for child in process_tree(pid)[1:]:
+                if child not in inside:
+                    moved += budget.add(child)
+        return moved
 
     # -- creation and attachment --------------------------------------------------------------------------
     @classmethod
@@ -218,11 +245,10 @@ class Fleet:
         if self.worker_running(name):
             return self.state.workers[name]
         info = self.state.nodes[name]
-        budget = self.cgroups.budget(name, info.cores)
+        self.cgroups.budget(name, info.cores)
         daemon = start_worker(self.state.master_url, info.host, info.port, info.ui_port,
                               self.run_dir / "nodes" / name, cores=1)
-        # spark-class execs the JVM in place; the executor JVMs and Python workers it forks later inherit the group.
-        budget.add(daemon.process.pid)
+        # The worker daemon stays outside the budget (see the module doc); the watcher confines what it launches.
         self.state.workers[name] = daemon.process.pid
         self.save()
         return daemon.process.pid
@@ -251,6 +277,8 @@ class Fleet:
         if self._closed:
             return
         self._closed = True
+        self._stop_watch.set()
+        self._watcher.join(5)
         self.reload()
         for name in list(self.state.workers):
             self.stop_worker(name)

@@ -104,10 +104,10 @@ def test_killed_controller_resumes_without_repeating_a_reconfiguration(tmp_path:
         with urllib.request.urlopen("http://127.0.0.1:15191/metrics", timeout=10) as resp:
             text = resp.read().decode()
         assert "gesscale_replicas" in text and "gesscale_reconfigurations_total" in text
-        before = _measurements(run_dir / "controller.json")
-        assert before, "a scale-up by Gesscale follows an MST measurement"
         os.kill(ctl.pid, signal.SIGKILL)
         ctl.wait(30)
+        before = _measurements(run_dir / "controller.json")  # written atomically: consistent after the kill
+        assert before, "a scale-up by Gesscale follows an MST measurement"
         done_before = read_reconfigurations(reconf)
         ctl = _controller(run_dir, log, 15192)
         _wait(lambda: "resumed from" in log.read_text(), 120, "the restarted controller")

@@ -6,9 +6,9 @@ Both sides use the same client settings (acks=all, linger 20 ms, 256 KiB batches
 each is timed from its first send until every record is acknowledged (client set-up excluded on both sides).
 The bare loop sends values encoded before its clock starts; the producer does its whole job inside the clock
 (synthetic rides generated, encoded as JSON, scheduled by an unthrottled rate pattern, sent, acks tracked).
-Rounds alternate bare / producer on fresh topics so a broker that slows down as it fills hurts both alike.
-Prints each run and the median ratio producer / bare (target >= 0.8), for 1 and 3 records per ride. Without
---kafka an embedded broker is started on a free port and removed afterwards.
+Rounds alternate bare / producer, each run on a fresh embedded broker (noida-db slows down as its state file
+grows, which would otherwise favour whichever side ran first); with --kafka, on fresh topics of that broker.
+Prints each run and the median ratio producer / bare (target >= 0.8), for 1 and 3 records per ride.
 """
 
 from __future__ import annotations
@@ -55,24 +55,45 @@ def gesscale_producer(bootstrap: str, topic: str, n: int, duplication: int) -> f
     return n / result.stats.elapsed_s  # first record due -> every record acknowledged, as for the bare loop
 
 
+class Brokers:
+    """A fresh topic for every run: on a new embedded broker each time, or on the broker given by --kafka."""
+
+    def __init__(self, external: str | None, scratch: Path) -> None:
+        self.external, self.scratch, self.current = external, scratch, None
+
+    def fresh(self, label: str) -> tuple[str, str]:
+        """(bootstrap, topic) for the next run."""
+        self.stop()
+        topic = f"bench-{label}-{uuid.uuid4().hex[:8]}"
+        if self.external:
+            bootstrap = self.external
+        else:
+            self.current = start_kafka(free_port(19092, 19199), self.scratch / topic)
+            bootstrap = self.current.bootstrap
+        ensure_topic(bootstrap, topic, PARTITIONS)
+        return bootstrap, topic
+
+    def stop(self) -> None:
+        """Stop and delete the embedded broker of the previous run."""
+        if self.current is not None:
+            self.current.stop()
+            shutil.rmtree(self.current.data_dir, ignore_errors=True)
+            self.current = None
+
+
 def main() -> None:
     """Run the comparison and print records/s and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=100_000, help="records per run")
-    parser.add_argument("--rounds", type=int, default=2, help="bare/producer pairs")
-    parser.add_argument("--kafka", help="bootstrap address of an existing broker (default: start one)")
+    parser.add_argument("--rounds", type=int, default=3, help="bare/producer pairs per duplication")
+    parser.add_argument("--kafka", help="bootstrap address of an existing broker (default: a fresh one per run)")
     parser.add_argument("--duplication", type=int, nargs="+", default=[1, 3],
                         help="copies per ride to compare (the paper replays each ride 3 times)")
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="gesscale-bench-"))
-    broker = None
+    brokers = Brokers(args.kafka, scratch)
     try:
-        if args.kafka:
-            bootstrap = args.kafka
-        else:
-            broker = start_kafka(free_port(19092, 19199), scratch / "kafka")
-            bootstrap = broker.bootstrap
         for duplication in args.duplication:
             ratios = []
             # The same records the producer will send, encoded before the bare loop's clock starts.
@@ -82,23 +103,19 @@ def main() -> None:
                 records.extend((encoder.key_bytes, encoder.value(d)) for d in range(duplication))
             records = records[: args.records]
             size = sum(len(v) for _, v in records) / len(records)
-            print(f"broker {bootstrap}: {args.records} records of ~{size:.0f} B, {PARTITIONS} partitions, "
-                  f"{duplication} record(s) per ride")  # fmt: skip
+            where = args.kafka or "a fresh embedded noida-db per run"
+            print(f"{args.records} records of ~{size:.0f} B, {PARTITIONS} partitions, {duplication} record(s) per "
+                  f"ride, on {where}")  # fmt: skip
             for round_no in range(1, args.rounds + 1):
-                topic = f"bench-bare-{uuid.uuid4().hex[:8]}"
-                ensure_topic(bootstrap, topic, PARTITIONS)
-                bare = bare_loop(bootstrap, topic, records)
-                topic = f"bench-prod-{uuid.uuid4().hex[:8]}"
-                ensure_topic(bootstrap, topic, PARTITIONS)
-                ours = gesscale_producer(bootstrap, topic, args.records, duplication)
+                bare = bare_loop(*brokers.fresh("bare"), records)
+                ours = gesscale_producer(*brokers.fresh("prod"), args.records, duplication)
                 ratios.append(ours / bare)
                 print(f"  round {round_no}: bare kafka-python {bare:,.0f} rec/s, gesscale produce {ours:,.0f} rec/s, "
                       f"ratio {ours / bare:.2f}")  # fmt: skip
             print(f"  median ratio producer/bare, duplication {duplication}: {statistics.median(ratios):.2f} "
                   "(target >= 0.8)")
     finally:
-        if broker is not None:
-            broker.stop()
+        brokers.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

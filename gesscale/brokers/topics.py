@@ -83,9 +83,10 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def read_values(
-    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5
+    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5, since_ms: int | None = None
 ) -> Iterator[tuple[int, int, bytes]]:
-    """Every (partition, offset, value) of `topic` from the beginning, read with assign + poll (no group).
+    """Every (partition, offset, value) of `topic` from the beginning (or from the first record stamped at or
+    after `since_ms`, by offsets_for_times), read with assign + poll (no group).
 
     Ends when every partition has been read up to the end offset taken at the start AND then nothing more
     arrives for `settle_s` — so a broker that under-reports end offsets (tansu) cannot cut the read short —
@@ -103,9 +104,16 @@ def read_values(
         if not parts:
             return
         consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
         ends = consumer.end_offsets(parts)
-        remaining = {tp for tp in parts if ends[tp] > 0}
+        if since_ms is None:
+            consumer.seek_to_beginning(*parts)
+            starts = dict.fromkeys(parts, 0)
+        else:
+            found = consumer.offsets_for_times(dict.fromkeys(parts, since_ms))
+            starts = {tp: ends[tp] if found.get(tp) is None else found[tp].offset for tp in parts}
+            for tp in parts:
+                consumer.seek(tp, starts[tp])
+        remaining = {tp for tp in parts if ends[tp] > starts[tp]}
         last_data = time.monotonic()
         while True:
             quiet = time.monotonic() - last_data

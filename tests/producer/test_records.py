@@ -77,3 +77,12 @@ def test_key_partition_matches_kafka_python_default_partitioner() -> None:
     for ride_id in ["1", "42", "s123456", "\u00e9t\u00e9-9", "0" * 40]:
         key = ride_id.encode()
         assert key_partition(key, list(range(7))) == default.partition("t", None, key, None, None, Cluster())
+
+
+def test_record_id_reads_the_unique_key_back() -> None:
+    from producer.verify import record_id
+
+    assert record_id(RideEncoder(RIDE).value(2)) == b"42-2"
+    odd = Ride(**{**{f: getattr(RIDE, f) for f in RIDE.__slots__}, "ride_id": 'a"b'})
+    assert record_id(RideEncoder(odd).value(0)) == b'a\\"b-0'
+    assert record_id(b'{"other": 1}') is None

@@ -109,16 +109,38 @@ def build_sink(opts: ProduceOptions, notify: Notify) -> tuple[Sink, str]:
     return KafkaSink(opts.kafka, opts.topic, notify), f"Kafka {opts.kafka} topic {opts.topic} ({partitions} partitions)"
 
 
+@dataclass
+class PreparedRun:
+    """A checked, connected run waiting to start: every user mistake has surfaced by now."""
+
+    source: RideSource
+    schedule: Iterable[Scheduled]
+    pacing: str
+    planned: int | None
+    sink: Sink
+    destination: str
+    limit: int | None
+
+    def run(self, progress: Callable[[ReplayStats], None] | None = None) -> ProduceResult:
+        """Replay to the end (or the limit, or Ctrl-C), then close the sink."""
+        try:
+            stats = replay(self.schedule, self.sink, limit=self.limit, planned=self.planned, progress=progress)
+        finally:
+            self.sink.close()
+        return ProduceResult(stats=stats, source=self.source, destination=self.destination, pacing=self.pacing)
+
+
+def prepare(opts: ProduceOptions, notify: Notify) -> PreparedRun:
+    """Check the options, open the source (a bad file fails before any broker is contacted), connect the sink."""
+    _check(opts)
+    source = build_source(opts)
+    schedule, pacing, planned = build_schedule(opts, source)
+    sink, destination = build_sink(opts, notify)
+    return PreparedRun(source, schedule, pacing, planned, sink, destination, opts.limit)
+
+
 def produce(
     opts: ProduceOptions, notify: Notify, progress: Callable[[ReplayStats], None] | None = None
 ) -> ProduceResult:
     """Run one replay to the end (or `limit`, or Ctrl-C) and return its figures."""
-    _check(opts)
-    source = build_source(opts)  # reads the file's first line: a bad file fails before any broker is touched
-    schedule, pacing, planned = build_schedule(opts, source)
-    sink, destination = build_sink(opts, notify)
-    try:
-        stats = replay(schedule, sink, limit=opts.limit, planned=planned, progress=progress)
-    finally:
-        sink.close()
-    return ProduceResult(stats=stats, source=source, destination=destination, pacing=pacing)
+    return prepare(opts, notify).run(progress)

@@ -106,7 +106,7 @@ def register(app: typer.Typer) -> None:
         """
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from producer.run import ProduceOptions, produce
+        from producer.run import ProduceOptions, prepare
 
         err = Console(stderr=True)
         opts = ProduceOptions(
@@ -114,6 +114,12 @@ def register(app: typer.Typer) -> None:
             duration_s=duration, seed=seed, days=days, rides_per_day=rides_per_day, limit=limit, kafka=kafka,
             topic=topic, partitions=partitions, mqtt=mqtt, mqtt_topic=mqtt_topic, qos=qos,
         )  # fmt: skip
+        say = {"print": err.print}  # above the progress bar once it is shown
+
+        def notify(message: str) -> None:
+            say["print"](f"[yellow]{message}[/yellow]")
+
+        run = prepare(opts, notify)  # user mistakes end here, before any progress bar
         with Progress(
             TextColumn("[cyan]producing[/cyan]"),
             BarColumn(),
@@ -126,16 +132,14 @@ def register(app: typer.Typer) -> None:
             transient=False,
         ) as bar:
             task = bar.add_task("produce", total=None, sent=0, acked=0, rate="", lag="0.000 s")
+            say["print"] = bar.console.print
 
             def show(stats) -> None:
                 rate_now = f"{stats.sent / stats.elapsed_s:,.0f}/s" if stats.elapsed_s > 0 else ""
                 bar.update(task, total=stats.planned, completed=stats.sent, sent=stats.sent, acked=stats.acked,
                            rate=rate_now, lag=f"{stats.worst_lag_s:.3f} s")  # fmt: skip
 
-            def notify(message: str) -> None:
-                bar.console.print(f"[yellow]{message}[/yellow]")
-
-            result = produce(opts, notify, show)
+            result = run.run(show)
         data = summary_dict(result)
         out = Console() if Console().is_terminal else Console(width=120)
         print_summary(out, data)

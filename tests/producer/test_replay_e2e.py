@@ -124,7 +124,7 @@ def test_broker_outage_mid_replay_loses_nothing() -> None:
 
 
 def test_unreadable_file_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
-    assert main(["produce", str(tmp_path / "nope.csv"), "-b", "127.0.0.1:1", "-q"]) == 2
+    assert main(["produce", str(tmp_path / "nope.csv"), "-b", "127.0.0.1:1"]) == 2  # no -q: no bar either
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gesscale: error: taxi file not found")
 

@@ -157,23 +157,27 @@ class LocalBackend(Backend):
         """Wait for the end of the period, then summarise it (see the module docstring).
 
         The period is stretched to the first micro-batch completed after its nominal end (by at most two
-        periods), so each period spans whole batches: with batches about as long as the period, a fixed window
-        would see 0, 1 or 2 of them and report a throughput of 0 or twice the truth.
+        periods, or, while records wait and no batch completed at all, until one does), so each period spans
+        whole batches: with batches about as long as the period, a fixed window would see 0, 1 or 2 of them and
+        report a throughput of 0 or twice the truth.
         """
         deadline = self._last_t + self.period_s
         while not self.stop_event.is_set() and (left := deadline - time.time()) > 0:
             self.stop_event.wait(min(left, 0.5))
         limit = deadline + 2 * self.period_s
+        hard_limit = deadline + self.settle_timeout_s
         t1 = None
         while t1 is None:
             self.log.poll()
             done = [b["time"] for b in self.log.batches if b["time"] > self._last_t]
             if done and max(done) >= deadline - 0.5 * self.period_s:
                 t1 = max(done)
-            elif self.stop_event.is_set() or time.time() >= limit:
+            elif self.stop_event.is_set() or time.time() >= hard_limit:
                 t1 = time.time()
+            elif time.time() >= limit and (done or self._input_end() <= self.log.processed):
+                t1 = max(done) if done else time.time()  # idle input: nothing to wait for
             else:
-                self.stop_event.wait(0.2)
+                self.stop_event.wait(0.5)
         t0, self._last_t = self._last_t, t1
         period = max(t1 - t0, 1e-6)
         batches = [b for b in self.log.batches if t0 < b["time"] <= t1]
@@ -297,6 +301,10 @@ class LocalBackend(Backend):
             if self._input_end() <= self.log.processed:
                 # Nothing is waiting to be processed (the input is idle): the change delayed no record.
                 return 0.0
-            time.sleep(0.2)
+            time.sleep(0.5)
         times = [b["time"] for b in self.log.batches]
+        if not any(t >= t_end for t in times):
+            # No batch yet: the pause lasts at least until now (a lower bound, reported as such in the log).
+            log.warning("no micro-batch completed within %.0f s after the change", self.settle_timeout_s)
+            return longest_gap(times, t_start, time.time())
         return longest_gap(times, t_start, t_end)

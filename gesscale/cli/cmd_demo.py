@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
         day: float = typer.Option(150.0, "--day", help="Seconds one taxi day is compressed into (run longer with "
                                   "a larger value)."),
-        rides_per_day: int = typer.Option(15_000, "--rides-per-day", help="Synthetic rides in the day (x3 records)."),
+        rides_per_day: int = typer.Option(20_000, "--rides-per-day", help="Synthetic rides in the day (x3 records)."),
         start_hour: int = typer.Option(4, "--start-hour", help="Hour of the day the replay starts at (0-23)."),
         control_period: float = typer.Option(10.0, "--control-period", help="Controller period (s)."),
         warmup: float = typer.Option(20.0, "--warmup", help="No decision this long after a reconfiguration (s)."),

@@ -34,7 +34,7 @@ class DemoOptions:
     policy: str = "gesscale"
     strategy: str = "live"
     day_s: float = 150.0  # one taxi day compressed into this many seconds
-    rides_per_day: int = 15_000
+    rides_per_day: int = 20_000
     start_hour: int = 4  # start in the night trough, so the day rises to its evening peak and falls again
     control_period_s: float = 10.0
     warmup_s: float = 20.0

@@ -80,9 +80,17 @@ def test_spark_rbac_is_least_privilege(rendered):
     assert driver["metadata"]["namespace"] == "spark"
     assert {r for rule in driver["rules"] for r in rule["resources"]} == {"pods", "services", "configmaps"}
     controller = docs[("Role", "gesscale-controller")]
-    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in controller["rules"])
+    assert controller["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"]},
+    ]
     nodes = docs[("ClusterRole", "gesscale-controller-nodes")]
-    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]
+    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}]
+    # one source: the role applies exactly what `gesscale k8s manifests` writes to manifests/rbac.yaml
+    shipped = list(yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()))
+    for doc in shipped:
+        assert docs[(doc["kind"], doc["metadata"]["name"])] == doc
     assert not any(d["kind"] == "ClusterRole" and "pods" in str(d) for d in docs.values())
     for kind in ("RoleBinding", "ClusterRoleBinding"):
         for (k, _), doc in docs.items():

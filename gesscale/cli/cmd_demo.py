@@ -117,10 +117,10 @@ def register(app: typer.Typer) -> None:
 
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, interrupt)
-        console = Console()
+        console = Console(soft_wrap=True)
         live_view = LiveView(f"gesscale demo: {policy} ({strategy}) on {nodes} fog nodes")
         listeners = [live_view.on_step]
-        if not view:
+        if not view or not console.is_terminal:
             listeners.append(lambda r, m: console.print(
                 f"t={r.observation.time_s:.0f}s in={r.observation.input_rate:.0f}/s "
                 f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "

@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
         warm = parse_duration(warmup, "--warmup") if warmup not in ("0", "0s") else 0.0
         stop_after = parse_duration(duration, "--duration") if duration else None
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
-        console = Console()
+        console = Console(soft_wrap=True)
         _sigterm_as_interrupt()
         owned = testbed is None
         if owned:

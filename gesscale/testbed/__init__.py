@@ -28,6 +28,8 @@ KAFKA_PORT = 15092
 class TestbedConfig:
     """What to bring up: where, which nodes, their CPU budget, the broker and the job's knobs."""
 
+    __test__ = False  # not a pytest test class despite the name
+
     run_dir: Path
     nodes: list[str]
     initial: list[str] = field(default_factory=list)  # nodes hosting an executor at start (default: the first)
@@ -41,6 +43,8 @@ class TestbedConfig:
 
 class Testbed:
     """A running broker (optional), fleet and job; a context manager that always tears down."""
+
+    __test__ = False  # not a pytest test class despite the name
 
     def __init__(self, fleet: Fleet, job: TestbedJob, broker: object | None = None) -> None:
         self.fleet = fleet

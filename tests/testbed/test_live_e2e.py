@@ -24,9 +24,10 @@ from gesscale.testbed.job import JobSettings
 CPU_ROOT = Path("/sys/fs/cgroup/cpu") if Path("/sys/fs/cgroup/cpu").is_dir() else Path("/sys/fs/cgroup")
 
 
-def _leftovers() -> list[str]:
-    """Processes bound to the testbed's node addresses, and our cgroups."""
+def _leftovers(worker_ports: range) -> list[str]:
+    """Workers of this test's fleet (by their ports) still running, and this process's cgroups."""
     out = []
+    wanted = {str(p).encode() for p in worker_ports}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -34,8 +35,9 @@ def _leftovers() -> list[str]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(a.startswith(b"127.0.0.3") and len(a) == 10 for a in argv) and b"Worker" in b" ".join(argv):
-            out.append(f"pid {proc.name}: {b' '.join(argv)[:120]!r}")
+        ports = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == b"--port"}
+        if b"org.apache.spark.deploy.worker.Worker" in argv and ports & wanted:
+            out.append(f"pid {proc.name}: {b' '.join(argv)[-160:]!r}")
     out += [str(p) for p in CPU_ROOT.glob(f"{PREFIX}{os.getpid()}")]
     return out
 
@@ -69,7 +71,7 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
         {k: report[k] for k in ("produced", "processed", "lost", "duplicated")}
     assert Path(report["timeline_png"]).stat().st_size > 0
     assert set(report["simulation"]) == {"gesscale", "ideal"}
-    assert _leftovers() == []
+    assert _leftovers(range(15100, 15100 + opts.nodes)) == []
 
 
 def _controller(run_dir: Path, log: Path, port: int) -> subprocess.Popen:
@@ -133,4 +135,4 @@ def test_killed_controller_resumes_without_repeating_a_reconfiguration(tmp_path:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(30)
         tb.close()
-    assert _leftovers() == []
+    assert _leftovers(range(15300, 15303)) == []

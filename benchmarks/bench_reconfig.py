@@ -6,7 +6,7 @@ adds fog2 and removes it again, first live (executors added/removed while the qu
 completed micro-batches around the change. Prints the pauses, the live/restart ratio (target: <= 0.2), and
 the exactly-once accounting by unique keys over the whole run.
 
-    .venv/bin/python benchmarks/bench_reconfig.py [--rate 300] [--node-cpu 0.5] [--out out/bench-reconfig]
+    .venv/bin/python benchmarks/bench_reconfig.py [--rate 100] [--node-cpu 0.5] [--out out/bench-reconfig]
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def wait_batches(backend: LocalBackend, count: int, timeout_s: float = 300.0) ->
 def main() -> None:
     """Run the benchmark and print its figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rate", type=float, default=300.0, help="input records/s (constant)")
+    ap.add_argument("--rate", type=float, default=100.0, help="input records/s (constant; below one node's "
+                    "capacity, so batches keep completing and the backlog drains)")
     ap.add_argument("--node-cpu", type=float, default=0.5, help="CPU budget per fog node (cores)")
     ap.add_argument("--out", type=Path, default=Path("out/bench-reconfig"), help="run folder")
     args = ap.parse_args()
@@ -77,9 +78,14 @@ def main() -> None:
             took = [r.took_s for r in backend.reconfigurations[-2:]]
             print(f"{strategy:8s} scale-up pause {up:6.1f} s (change took {took[0]:.1f} s), "
                   f"scale-down pause {down:6.1f} s (took {took[1]:.1f} s)", flush=True)
+        live, restart = pauses["live"], pauses["restart"]
+        for kind in ("up", "down"):
+            print(f"pause ratio live/restart, scale-{kind}: {live[kind]:.1f} / {restart[kind]:.1f} = "
+                  f"{live[kind] / restart[kind]:.2f}")
+        total = (live["up"] + live["down"]) / (restart["up"] + restart["down"])
+        print(f"pause ratio live/restart, both: {total:.2f} (target <= 0.20)", flush=True)
         os.kill(producer.pid, signal.SIGINT)
         producer.wait(60)
-        wait_batches(backend, 2)
         _drain(backend)
         tb.job.stop()
         acc = account(tb.job.settings.bootstrap, "rides", tb.job.settings.output, tb.job.settings.dead_letter)
@@ -87,17 +93,11 @@ def main() -> None:
         if producer is not None and producer.poll() is None:
             os.killpg(producer.pid, signal.SIGKILL)
         tb.close()
-    live, restart = pauses["live"], pauses["restart"]
-    for kind in ("up", "down"):
-        print(f"pause ratio live/restart, scale-{kind}: {live[kind]:.1f} / {restart[kind]:.1f} = "
-              f"{live[kind] / restart[kind]:.2f}")
-    total = (live["up"] + live["down"]) / (restart["up"] + restart["down"])
-    print(f"pause ratio live/restart, both: {total:.2f} (target <= 0.20)")
     print(f"records produced {acc.produced}, processed {acc.processed}, lost {acc.lost}, "
-          f"duplicated {acc.duplicated}; wall time {time.monotonic() - t0:.0f} s")
+          f"duplicated {acc.duplicated} (both strategies, one run); wall time {time.monotonic() - t0:.0f} s")
 
 
-def _drain(backend: LocalBackend, timeout_s: float = 300.0) -> None:
+def _drain(backend: LocalBackend, timeout_s: float = 1200.0) -> None:
     """Wait until the job has processed everything in the input topic."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -44,6 +44,7 @@ class DemoOptions:
     partitions: int = 6
     sim_policies: str = SIM_POLICIES
     latency_map: Path | None = None
+    port_shift: int = 0  # added to every default port of the testbed (run two demos side by side)
     listeners: list[Callable[..., None]] = field(default_factory=list)
 
     @property
@@ -114,8 +115,9 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.backends.local import LocalBackend
     from gesscale.config import ControllerConfig
     from gesscale.report import write_json
-    from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
+    from gesscale.testbed import DEFAULT_MAP, KAFKA_PORT, Testbed, TestbedConfig
     from gesscale.testbed.controller import LiveController, read_reconfigurations
+    from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.keys import account
     from gesscale.testbed.report import model_points
@@ -139,10 +141,12 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     names = lmap_all.names[: opts.nodes]
     lmap = lmap_all.subset(names)
     say(f"bringing up the testbed: broker, Spark master, {opts.nodes} fog nodes at {opts.node_cpu:g} core, the job")
+    shift = opts.port_shift
     settings = JobSettings(bootstrap="", max_rows_per_batch=opts.max_rows_per_batch,
-                           bp_window_s=opts.control_period_s)
+                           bp_window_s=opts.control_period_s, http_port=15080 + shift, ui_port=15040 + shift)
+    ports = FleetPorts(15077 + shift, 15078 + shift, 15100 + shift, 15200 + shift)
     tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=opts.node_cpu, job=settings,
-                                  partitions=opts.partitions))
+                                  partitions=opts.partitions, kafka_port=KAFKA_PORT + shift, ports=ports))
     producer: Producer | None = None
     timings: dict[str, float] = {"setup_s": time.monotonic() - t_start}
     try:

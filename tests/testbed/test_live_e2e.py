@@ -58,7 +58,8 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
     # 0.25 core per node sustains a few hundred records/s: the day's peak (~740/s) needs more than one node. The
     # day must outlast the job's cold start (tens of seconds), or it is over before the controller sees it.
     opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.25, day_s=120, rides_per_day=20_000,
-                       control_period_s=5.0, warmup_s=10.0, drain_timeout_s=300.0, sim_policies="gesscale,ideal")
+                       control_period_s=5.0, warmup_s=10.0, drain_timeout_s=300.0, sim_policies="gesscale,ideal",
+                       port_shift=350)  # not the ports of `make demo` or of the other test
     report = run_demo(opts, say=lambda s: None)
     assert report["produced"] > 0
     assert report["lost"] == 0, report["backlog_at_stop"]
@@ -72,7 +73,7 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
         {k: report[k] for k in ("produced", "processed", "lost", "duplicated")}
     assert Path(report["timeline_png"]).stat().st_size > 0
     assert set(report["simulation"]) == {"gesscale", "ideal"}
-    assert _leftovers(range(15100, 15100 + opts.nodes)) == []
+    assert _leftovers(range(15450, 15450 + opts.nodes)) == []
 
 
 def _controller(run_dir: Path, log: Path, port: int) -> subprocess.Popen:

@@ -40,6 +40,9 @@ def _print_report(report: dict) -> None:
     verdict = "[green]exactly once[/green]" if exact else "[red]NOT exactly once[/red]"
     console.print(f"records produced {report['produced']}, processed {report['processed']}, lost {report['lost']}, "
                   f"duplicated {report['duplicated']} (dead letters {report['dead_letters']}): {verdict}")
+    if report.get("unprocessed"):
+        console.print(f"[yellow]{report['unprocessed']} records were still waiting when the run stopped (time limit; "
+                      "raise --drain-timeout); they are neither processed nor lost[/yellow]")
     table = Table(title="reconfigurations")
     for col in ("t (s)", "kind", "added", "removed", "nodes", "ND_max ms", "pause s", "reason"):
         table.add_column(col)

@@ -119,7 +119,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.testbed.controller import LiveController, read_reconfigurations
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
-    from gesscale.testbed.keys import account
+    from gesscale.testbed.keys import account, committed_offsets
     from gesscale.testbed.report import model_points
     from netem.latency_map import load_latency_map
 
@@ -189,7 +189,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         timings["stop_job_s"] = time.monotonic() - t_stop
         t_count = time.monotonic()
         acc = account(tb.job.settings.bootstrap, tb.job.settings.input, tb.job.settings.output,
-                      tb.job.settings.dead_letter)
+                      tb.job.settings.dead_letter, committed_offsets(tb.job.checkpoint))
         timings["count_s"] = time.monotonic() - t_count
         reconfigs = read_reconfigurations(ctl.reconfig_path)
         model = model_points(ctl.policy)

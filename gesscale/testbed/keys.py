@@ -7,7 +7,9 @@ After a run:
 - produced = distinct unique keys in the input topic (a record the producer re-sent after an outage has the
   same key, so it is counted once);
 - processed = those found in the output topic, or whose input position is in the dead-letter topic;
-- lost = produced − processed; duplicated = output and dead-letter records beyond the first per key.
+- unprocessed = records the job had not read yet when it was stopped (at or past the offsets of its last
+  committed micro-batch, from its checkpoint): a run stopped with a backlog leaves those, they are not lost;
+- lost = produced − processed − unprocessed; duplicated = output and dead-letter records beyond the first per key.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -62,11 +65,24 @@ class Accounting:
     lost: int
     duplicated: int
     dead_letters: int
+    unprocessed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         """JSON form (integers)."""
         return {"produced": self.produced, "processed": self.processed, "lost": self.lost,
-                "duplicated": self.duplicated, "dead_letters": self.dead_letters}
+                "duplicated": self.duplicated, "dead_letters": self.dead_letters, "unprocessed": self.unprocessed}
+
+
+def committed_offsets(checkpoint: Path) -> dict[int, int] | None:
+    """Input offsets up to which the job's last committed micro-batch read (None before the first commit)."""
+    try:
+        commits = [int(p.name) for p in (Path(checkpoint) / "commits").iterdir() if p.name.isdigit()]
+        if not commits:
+            return None
+        lines = (Path(checkpoint) / "offsets" / str(max(commits))).read_text().splitlines()
+        return {int(k): int(v) for k, v in json.loads(lines[-1]).items()}
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def input_identity(topic: str) -> Callable[[Any], bytes]:
@@ -87,20 +103,30 @@ def input_identity(topic: str) -> Callable[[Any], bytes]:
     return both
 
 
-def account(bootstrap: str, input_topic: str, output_topic: str, dead_letter_topic: str) -> Accounting:
-    """Compare the records of the input with those of the output and dead-letter topics (see module doc)."""
+def account(bootstrap: str, input_topic: str, output_topic: str, dead_letter_topic: str,
+            consumed: dict[int, int] | None = None) -> Accounting:
+    """Compare the records of the input with those of the output and dead-letter topics (see module doc).
+
+    `consumed` (from `committed_offsets`) tells which input records the job had read when it stopped.
+    """
     inputs = key_counts(bootstrap, input_topic, key_of=input_identity(input_topic))
     out = key_counts(bootstrap, output_topic)
     dead = key_counts(bootstrap, dead_letter_topic)
     done: dict[bytes, bool] = {}
+    pending: dict[bytes, bool] = {}
     for ident in inputs:
         key, _, origin = ident.partition(b"\0")
         done[key] = done.get(key, False) or key in out or origin in dead
+        _, part, offset = origin.decode().rsplit("/", 2)
+        unread = consumed is not None and int(offset) >= consumed.get(int(part), 0)
+        pending[key] = pending.get(key, True) and unread
     processed = sum(done.values())
+    unprocessed = sum(1 for k, d in done.items() if not d and pending[k])
     return Accounting(
         produced=len(done),
         processed=processed,
-        lost=len(done) - processed,
+        lost=len(done) - processed - unprocessed,
         duplicated=sum(c - 1 for c in out.values() if c > 1) + sum(c - 1 for c in dead.values() if c > 1),
         dead_letters=sum(dead.values()),
+        unprocessed=unprocessed,
     )

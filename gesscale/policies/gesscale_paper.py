@@ -11,6 +11,8 @@
   DT = 100 (MST_n - CT) / MST_n. When DT >= Trshld_DT, remove replicas — the one with the greatest latency
   first — while the model predicts that the remaining ones still sustain the input rate (with a margin);
   possibly several in one step.
+- No scale-down while a backlog of more than a tenth of a period's input waits and is not shrinking: the
+  throughput then says nothing about what fewer replicas could do (our guard; the paper is silent on it).
 - No decision during the warm-up after a reconfiguration; n_min <= n <= n_max.
 
 `mdl-nlunaware` is the paper's "simpler performance model" baseline: the same algorithms with MST = alpha n^beta
@@ -71,6 +73,10 @@ class GesscalePolicy(Policy):
         mst_n = self.model.predict(n, self._nd(obs.nd_max_ms))
         if mst_n <= 0:
             return Decision(n, "steady")
+        if obs.backlog > 0.1 * obs.input_rate * obs.period_s and obs.backlog_growth >= 0:
+            # Records wait and are not being caught up (e.g. the period was a pause): CT says nothing about what
+            # fewer replicas could do, and removing one would only add a pause to the wait.
+            return Decision(n, f"backlog of {obs.backlog:.0f} waiting: no scale-down")
         dt = 100.0 * (mst_n - obs.throughput) / mst_n
         if dt < ctx.config.dt_threshold_pct:
             return Decision(n, f"DT={dt:.0f}% below threshold")

@@ -126,3 +126,14 @@ def test_gesscale_state_round_trip() -> None:
     q.load_state_dict(p.state_dict())
     assert q.model.predict(3, 0) == pytest.approx(150.0)
     assert LMAP.nd_max(("n1", "n2")) == 2
+
+
+def test_no_scale_down_while_a_backlog_waits_and_is_not_shrinking() -> None:
+    p = GesscalePolicy(model=fitted(60.0))
+    five = ("n1", "n2", "n3", "n4", "n5")
+    # A period with no throughput (a pause) and 31k records waiting: DT would be 100%, but nothing may go.
+    d = p.decide(obs(five, input_rate=100.0, throughput=0.0, backlog=31_000.0, growth=6_000.0), ctx())
+    assert d.target == 5 and "backlog" in d.reason
+    # The same backlog being caught up (shrinking) does not block Algorithm 4.
+    d = p.decide(obs(five, input_rate=100.0, throughput=100.0, backlog=31_000.0, growth=-100.0), ctx())
+    assert d.target < 5

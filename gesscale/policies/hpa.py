@@ -21,6 +21,7 @@ latency-unaware (random node).
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections import deque
 from typing import Any
 
@@ -72,9 +73,9 @@ class _HPABase(Policy):
         self.tolerance = tolerance
         self.window = StabilizationWindow(stabilization_s)
 
+    @abstractmethod
     def metric(self, obs: Observation) -> float | None:
         """The utilisation the HPA compares with its target."""
-        raise NotImplementedError
 
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """One HPA sync (see the module docstring)."""

@@ -86,6 +86,10 @@ class Placement:
     nodes: tuple[str, ...]
     nd_max_ms: float
 
+    def changes_from(self, before: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """(nodes to add, nodes to remove) to go from `before` to this placement, in placement order."""
+        return [n for n in self.nodes if n not in before], [n for n in before if n not in self.nodes]
+
 
 @dataclass(frozen=True)
 class Reconfiguration:

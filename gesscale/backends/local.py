@@ -225,8 +225,7 @@ class LocalBackend(Backend):
         """Make executors run on exactly `placement.nodes`; returns the measured pause (s)."""
         before = self.current().nodes
         want = tuple(placement.nodes)
-        add = [n for n in want if n not in before]
-        remove = [n for n in before if n not in want]
+        add, remove = placement.changes_from(before)
         if not add and not remove:
             return 0.0
         unknown = [n for n in add if n not in self.fleet.state.nodes]

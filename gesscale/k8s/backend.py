@@ -213,8 +213,7 @@ class K8sBackend(Backend):
         """Make the executors run on exactly `placement.nodes`; returns the processing pause (s)."""
         before = self.current().nodes
         want = tuple(placement.nodes)
-        add = [n for n in want if n not in before]
-        remove = [n for n in before if n not in want]
+        add, remove = placement.changes_from(before)
         if not add and not remove:
             return 0.0
         self.last_change_s = self._wall()

@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
                                                 "[default: inventory/latency/fog9.yaml]."),
         state: Path | None = typer.Option(None, "--state", help="Controller state file (model, last change); a "
                                           "restarted controller resumes from it [default: <testbed>/controller.json]."),
+        model: Path | None = typer.Option(None, "--model", help="Starting performance model of a model-based policy "
+                                          "(the file `gesscale calibrate` writes). A model saved in a resumed "
+                                          "controller state (--state) wins over the file."),
         metrics_port: int | None = typer.Option(15090, "--metrics-port", help="Serve Prometheus gesscale_* metrics "
                                                 "on 127.0.0.1:PORT/metrics (0: off)."),
         duration: str | None = typer.Option(None, "--duration", help="Stop after this long (e.g. 5m) [default: "
@@ -83,9 +86,15 @@ def register(app: typer.Typer) -> None:
                             "use `gesscale k8s run` or `gesscale simulate`")
         if strategy not in STRATEGIES:
             raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        from gesscale.model_file import load_model_file
         from gesscale.policies.base import make_policy
+        from gesscale.testbed.controller import start_from_model
 
-        make_policy(policy)  # an unknown id fails before anything starts
+        start_model = load_model_file(model) if model is not None else None
+        if start_model is not None:
+            start_from_model(make_policy(policy), start_model)  # a bad file or policy fails before anything starts
+        else:
+            make_policy(policy)  # an unknown id fails before anything starts
         period = parse_duration(control_period, "--control-period")
         warm = parse_duration(warmup, "--warmup") if warmup not in ("0", "0s") else 0.0
         stop_after = parse_duration(duration, "--duration") if duration else None
@@ -117,10 +126,15 @@ def register(app: typer.Typer) -> None:
                     f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "
                     f"replicas={','.join(r.observation.replicas)} -> {r.decision.reason}"))
             ctl = LiveController(be, policy, lmap_run, config, state or tb.fleet.run_dir / "controller.json",
-                                 listeners)
+                                 listeners, initial_model=start_model)
+            summary = ctl.policy.model_summary() or {}
             if ctl.resumed:
-                model = ctl.policy.model_summary() or {}
-                console.print(f"resumed from {ctl.state_path}: {model.get('measurements', 0)} model measurements")
+                console.print(f"resumed from {ctl.state_path}: {summary.get('measurements', 0)} model measurements")
+            if start_model is not None:
+                source = f"the resumed state {ctl.state_path} (it wins over --model)" if ctl.model_from == "state" \
+                    else str(model)
+                console.print(f"starting model from {source}: alpha={summary.get('alpha')}, "
+                              f"beta={summary.get('beta')}, gamma={summary.get('gamma')}")
             if metrics_port:
                 metrics.serve(metrics_port)
             t_end = time.monotonic() + stop_after if stop_after else None

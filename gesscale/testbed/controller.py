@@ -17,7 +17,8 @@ from gesscale.backends.local import LocalBackend
 from gesscale.config import ControllerConfig
 from gesscale.errors import UserError
 from gesscale.mape import ControlLoop, StepRecord
-from gesscale.policies.base import make_policy
+from gesscale.model import PerformanceModel
+from gesscale.policies.base import Policy, make_policy
 from netem.latency_map import LatencyMap
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -49,19 +50,54 @@ def read_reconfigurations(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def start_from_model(policy: Policy, model: PerformanceModel) -> None:
+    """Give a model-based policy `model` (a copy) as its starting model; UserError for a policy without one.
+
+    Called before the loop resumes, so a model saved in a resumed controller state replaces this one.
+    """
+    if not hasattr(policy, "model"):
+        raise UserError(f"policy {policy.id!r} has no performance model; --model is for model-based policies "
+                        "(gesscale, mdl-nlunaware, ...)")
+    policy.model = PerformanceModel.from_dict(model.to_dict())  # type: ignore[attr-defined]
+
+
+def _state_has_model(path: Path, policy_id: str) -> bool:
+    """True when the controller state at `path` holds a fitted model the loop will resume for `policy_id`."""
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    model = (state.get("policy_state") or {}).get("model") if state.get("policy") == policy_id else None
+    return isinstance(model, dict) and (model.get("alpha") is not None or bool(model.get("measurements")))
+
+
 class LiveController:
-    """A ControlLoop on a LocalBackend with persistence, a reconfiguration log and per-period listeners."""
+    """A ControlLoop on a LocalBackend with persistence, a reconfiguration log and per-period listeners.
+
+    `initial_model` (e.g. from `gesscale calibrate --backend local`) is the policy's starting model, unless the
+    controller resumes from a state that holds a fitted model: the resumed model (which already contains what
+    the file gave plus what was learnt since) wins. `model_from` says which one the policy started from
+    ("state", "file", or "" for neither).
+    """
 
     def __init__(self, backend: LocalBackend, policy_id: str, latency_map: LatencyMap, config: ControllerConfig,
-                 state_path: Path, listeners: list[Callable[[StepRecord, dict[str, Any] | None], None]]) -> None:
+                 state_path: Path, listeners: list[Callable[[StepRecord, dict[str, Any] | None], None]],
+                 initial_model: PerformanceModel | None = None) -> None:
         self.backend = backend
         self.policy = make_policy(policy_id)
+        if initial_model is not None:
+            start_from_model(self.policy, initial_model)
         self.state_path = Path(state_path)
         self.reconfig_path = self.state_path.with_name("reconfigurations.jsonl")
         self.listeners = listeners
         self.resumed = self.state_path.exists()
+        resumed_model = self.resumed and _state_has_model(self.state_path, self.policy.id)
+        self.model_from = "state" if resumed_model else ("file" if initial_model is not None else "")
         self.loop = ControlLoop(backend, self.policy, latency_map, config, state_path=self.state_path,
                                 on_step=self._on_step)
+        if self.model_from == "file" and self.resumed:
+            # The resumed state held no fitted model (a run that never measured): the file's model stands.
+            start_from_model(self.policy, initial_model)  # type: ignore[arg-type]
 
     def _on_step(self, record: StepRecord) -> None:
         if record.applied and record.reconfiguration is not None:

@@ -8,8 +8,10 @@ stream processing", DEBS 2024), for one configuration (a set of nodes):
    an injection phase of `inject_s` at the rate (reach steady state), then an observation phase of
    `observe_s` at the same rate;
 3. a rate succeeds when, over the observation phase, the processed rate is within `tolerance` (1%) of the
-   injected rate and the backlog does not grow (by more than a tenth of `tolerance` of what was injected, so
-   that noise is not read as growth but an overload of more than ~0.1% is);
+   injected rate and the backlog does not grow: its least-squares trend over the phase adds up to at most
+   `backlog_tolerance` of what was injected (default a tenth of `tolerance`, so that noise is not read as
+   growth but an overload of more than ~0.1% is; a live target, whose micro-batches make the backlog move in
+   steps of seconds of input, documents a larger one — gesscale/testbed/probe_target.py);
 4. the search stops when (hi - lo) / hi < `precision`; the MST is the highest successful rate.
 
 The confidence of a measurement is the relative spread (p95 - p5) / median of the per-second processed rate
@@ -44,6 +46,12 @@ class ProbeParams:
     tolerance: float = 0.01
     precision: float = 0.01
     max_steps: int = 20
+    backlog_tolerance: float | None = None  # None: tolerance / 10
+
+    @property
+    def growth_tolerance(self) -> float:
+        """Allowed backlog growth over the observation phase, as a fraction of what was injected."""
+        return self.tolerance / 10 if self.backlog_tolerance is None else self.backlog_tolerance
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,7 @@ class ProbeResult:
     mst: float
     spread: float
     steps: list[dict[str, float]] = field(default_factory=list)
+    upper_bound: float = math.nan  # where the search started (the target's upper bound)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -85,20 +94,36 @@ class ProbeResult:
         return d
 
 
-def _succeeds(rate: float, window: Window, tolerance: float) -> tuple[bool, float]:
+def backlog_growth(backlog: Sequence[float]) -> float:
+    """How much the backlog grew over a window: the least-squares slope per sample times the window's length.
+
+    A trend rather than last minus first, so that one sample caught at a bad moment does not decide.
+    """
+    b = np.asarray(backlog, dtype=float)
+    if b.size < 2:
+        return 0.0
+    t = np.arange(b.size, dtype=float)
+    slope = float(np.polyfit(t, b, 1)[0])
+    return slope * (b.size - 1)
+
+
+def _succeeds(rate: float, window: Window, params: ProbeParams) -> tuple[bool, float]:
     processed = float(np.mean(window.processed)) if len(window.processed) else 0.0
-    growth = float(window.backlog[-1] - window.backlog[0]) if len(window.backlog) else 0.0
+    growth = backlog_growth(window.backlog)
     injected = rate * len(window.processed)
-    # "No growing backlog": allow a tenth of the tolerance, so an overload of more than ~0.1% fails.
-    ok = processed >= rate * (1 - tolerance) and growth <= tolerance * injected / 10
+    ok = processed >= rate * (1 - params.tolerance) and growth <= params.growth_tolerance * injected
     return ok, processed
 
 
 def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
-                params: ProbeParams = ProbeParams()) -> ProbeResult:
-    """Measure the MST of one configuration by the dichotomous search of the module docstring."""
+                params: ProbeParams = ProbeParams(),
+                on_step: Callable[[dict[str, float]], None] | None = None) -> ProbeResult:
+    """Measure the MST of one configuration by the dichotomous search of the module docstring.
+
+    `on_step` sees each tried rate's entry of the trace as soon as it is judged (progress output).
+    """
     target.configure(nodes)
-    hi = float(target.upper_bound(nodes))
+    hi = upper_bound = float(target.upper_bound(nodes))
     lo = 0.0
     target.inject(hi, params.warmup_s)
     target.inject(0.0, params.cooldown_s)
@@ -111,8 +136,11 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
         target.inject(0.0, params.cooldown_s)
         target.inject(rate, params.inject_s)
         window = target.inject(rate, params.observe_s)
-        ok, processed = _succeeds(rate, window, params.tolerance)
-        steps.append({"rate": rate, "processed": processed, "ok": float(ok)})
+        ok, processed = _succeeds(rate, window, params)
+        steps.append({"rate": rate, "processed": processed, "growth": backlog_growth(window.backlog),
+                      "ok": float(ok)})
+        if on_step:
+            on_step(steps[-1])
         if ok:
             lo, best_window = rate, window
         else:
@@ -122,7 +150,7 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
         p = np.asarray(best_window.processed, dtype=float)
         med = float(np.median(p))
         spread = float((np.percentile(p, 95) - np.percentile(p, 5)) / med) if med > 0 else math.nan
-    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps)
+    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps, upper_bound)
 
 
 def configurations(lmap: LatencyMap, replicas: Sequence[int], placements: Sequence[str]) -> list[tuple[str, ...]]:
@@ -171,7 +199,8 @@ class Calibration:
 
 def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
               params: ProbeParams = ProbeParams(),
-              progress: Callable[[ProbeResult], None] | None = None) -> Calibration:
+              progress: Callable[[ProbeResult], None] | None = None,
+              on_step: Callable[[dict[str, float]], None] | None = None) -> Calibration:
     """Measure every configuration, fit the model, and check its prediction on a held-out configuration.
 
     The held-out configuration is the one with the most replicas (the extrapolation users care about); the
@@ -179,7 +208,7 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     """
     results = []
     for cfg in configs:
-        r = measure_mst(target, cfg, lmap.nd_max(cfg), params)
+        r = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step)
         results.append(r)
         if progress:
             progress(r)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from gesscale.errors import UserError
+
+BACKENDS = ("sim", "local")
 
 
 def _ints(text: str) -> list[int]:
@@ -22,61 +27,173 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _params(backend: str, overrides: dict[str, Any]) -> Any:
+    """The probe's knobs: the simulator's defaults or the live ones, with the flags given."""
+    from dataclasses import replace
+
+    from gesscale.probe import ProbeParams
+
+    if backend == "local":
+        from gesscale.testbed.probe_target import LIVE_PARAMS
+
+        base = LIVE_PARAMS
+    else:
+        base = ProbeParams()
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for k, v in given.items():
+        if (k == "max_steps" and v < 1) or (k != "max_steps" and v <= 0) or (k in ("tolerance", "precision") and
+                                                                               v >= 1):
+            raise UserError(f"--{k.replace('_', '-')} out of range: {v}")
+    return replace(base, **given)
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends the run like Ctrl-C does (teardown in `finally`)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGTERM, handler)
+
+
 def register(app: typer.Typer) -> None:
     """Add the `calibrate` command."""
 
     @app.command("calibrate")
     def calibrate_cmd(
-        backend: str = typer.Option("sim", "--backend", help="Where to measure: sim (the scenario's ground truth)."),
+        backend: str = typer.Option("sim", "--backend", help="Where to measure: sim (the scenario's ground truth) "
+                                    "or local (the real Spark job on a fog testbed brought up on this machine)."),
         scenario: Path = typer.Option(
-            Path("scenarios/pi10-taxi.yaml"), "--scenario", help="Scenario: the cluster and, for sim, the truth."
+            Path("scenarios/pi10-taxi.yaml"), "--scenario", help="sim: the scenario (cluster and ground truth)."
         ),
         replicas: str = typer.Option("1,2,3,4", "--replicas", help="Replica counts to measure, e.g. 1,2,3,4."),
         placements: str = typer.Option(
             "near,far", "--placements", help="near (min ND_max, as the controller places) and/or far (max ND_max)."
         ),
         out: Path = typer.Option(Path("out/model.json"), "--out", help="Model file to write."),
-        seed: int = typer.Option(1, "--seed", help="Seed of the simulator's capacity noise."),
-        observe_s: float = typer.Option(60.0, "--observe-s", help="Observation phase per tried rate (s)."),
-        inject_s: float = typer.Option(60.0, "--inject-s", help="Injection phase before observing (s)."),
+        seed: int = typer.Option(1, "--seed", help="sim: seed of the simulator's capacity noise."),
+        observe_s: float | None = typer.Option(None, "--observe-s", help="Observation phase per tried rate (s) "
+                                               "[default: sim 60, local 20]."),
+        inject_s: float | None = typer.Option(None, "--inject-s", help="Injection phase before observing (s) "
+                                              "[default: sim 60, local 10]."),
+        tolerance: float | None = typer.Option(None, "--tolerance", help="A rate succeeds when the processed rate "
+                                               "is within this fraction of it and the backlog grew by at most "
+                                               "this fraction of the input [default: sim 0.01 (backlog 0.001), "
+                                               "local 0.05 (both)]."),
+        precision: float | None = typer.Option(None, "--precision", help="Stop when (hi - lo) / hi is below "
+                                               "this [default: sim 0.01, local 0.1]."),
+        max_steps: int | None = typer.Option(None, "--max-steps", help="Most rates tried per configuration "
+                                             "[default: sim 20, local 4]."),
+        latency_map: Path | None = typer.Option(None, "--latency-map", help="local: latency map naming the fog "
+                                                "nodes [default: inventory/latency/fog9.yaml]."),
+        node_cpu: float = typer.Option(0.25, "--node-cpu", help="local: CPU budget of each fog node (cores)."),
+        max_rows_per_batch: int = typer.Option(2000, "--max-rows-per-batch", help="local: the job's admission "
+                                               "control (records per micro-batch); the model holds for this."),
+        run_dir: Path = typer.Option(Path("out/calibrate"), "--run-dir", help="local: folder of the testbed "
+                                     "(logs, the job's batches.jsonl)."),
+        port_shift: int = typer.Option(0, "--port-shift", help="local: added to every testbed port (run beside "
+                                       "another testbed)."),
     ) -> None:
         """Measure the MST of each configuration (StreamBed-style dichotomous search), fit alpha, beta, gamma,
         and report each measurement with its spread and the model's error on a held-out configuration.
 
-        The model file's `model` entry is what the controller starts from (gesscale.model.PerformanceModel).
+        With --backend local a testbed (broker, Spark master, the fog nodes the configurations use, the job) is
+        brought up in --run-dir and torn down at the end, also on Ctrl-C; one configuration takes about 1-3
+        minutes. The model file's `model` entry is what `gesscale run --model` and `gesscale simulate --model`
+        start from. See docs/calibration.md.
         """
-        from gesscale.probe import ProbeParams, SimProbeTarget, calibrate, configurations
-        from gesscale.scenario import load_scenario
+        from gesscale.probe import configurations
 
-        if backend != "sim":
-            raise UserError(
-                f"backend {backend!r} is not available for calibrate yet; only 'sim' is (see docs/calibration.md)"
-            )
-        sc = load_scenario(scenario)
+        if backend not in BACKENDS:
+            raise UserError(f"backend {backend!r} is not available for calibrate; use sim or local "
+                            "(k8s: not yet, see docs/calibration.md)")
+        params = _params(backend, {"observe_s": observe_s, "inject_s": inject_s, "tolerance": tolerance,
+                                   "backlog_tolerance": tolerance if backend == "local" else None,
+                                   "precision": precision, "max_steps": max_steps})
         kinds = [k.strip() for k in placements.split(",") if k.strip()]
-        configs = configurations(sc.latency_map, _ints(replicas), kinds)
-        params = ProbeParams(inject_s=inject_s, observe_s=observe_s)
-        console = Console()
-        target = SimProbeTarget(sc.truth, sc.latency_map, seed)
-        cal = calibrate(target, sc.latency_map, configs, params,
-                        progress=lambda r: console.print(f"  measured n={r.n} ND_max={r.nd_max_ms:.1f} ms: "
-                                                         f"MST {r.mst:.1f}/s after {len(r.steps)} rates"))
-        table = Table(title=f"Capacity probe on {sc.name} ({backend})", title_justify="left")
-        for col in ("n", "nodes", "ND_max ms", "MST /s", "spread", "model /s"):
-            table.add_column(col, justify="right" if col != "nodes" else "left")
-        for r in cal.results:
-            table.add_row(str(r.n), ",".join(r.nodes), f"{r.nd_max_ms:.1f}", f"{r.mst:.1f}", f"{r.spread:.1%}",
-                          f"{cal.model.predict(r.n, r.nd_max_ms):.1f}")
-        console.print(table)
-        m = cal.model
-        console.print(f"fit: alpha={m.alpha_:.3f} beta={m.beta_:.3f} gamma={m.gamma_:.4f} ({m.n_params_} parameters)")
-        if cal.holdout:
-            h = cal.holdout
-            console.print(f"held-out n={h['n']} ND_max={h['nd_max_ms']:.1f} ms: measured {h['measured']:.1f}, "
-                          f"predicted {h['predicted']:.1f} ({h['error']:+.1%})")
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(cal.to_dict(), indent=1) + "\n")
-        except OSError as ex:
-            raise UserError(f"cannot write {out}: {ex.strerror}") from None
+        console = Console(soft_wrap=True)
+        if backend == "sim":
+            from gesscale.probe import SimProbeTarget, calibrate
+            from gesscale.scenario import load_scenario
+
+            sc = load_scenario(scenario)
+            configs = configurations(sc.latency_map, _ints(replicas), kinds)
+            title = f"Capacity probe on {sc.name} (sim)"
+            cal = calibrate(SimProbeTarget(sc.truth, sc.latency_map, seed), sc.latency_map, configs, params,
+                            progress=lambda r: console.print(_measured(r)))
+            timings: dict[str, float] = {}
+        else:
+            from gesscale.testbed import DEFAULT_MAP
+            from gesscale.testbed.calibration import LocalCalibrationOptions, calibrate_local
+            from netem.latency_map import load_latency_map
+
+            lmap = load_latency_map(latency_map or DEFAULT_MAP)
+            configs = configurations(lmap, _ints(replicas), kinds)
+            opts = LocalCalibrationOptions(run_dir=run_dir, node_cpu=node_cpu, max_rows_per_batch=max_rows_per_batch,
+                                           port_shift=port_shift)
+            opts.validate()
+            _check_out(out)
+            title = f"Capacity probe on the local testbed ({node_cpu:g} core per fog node)"
+            _sigterm_as_interrupt()
+            console.print(f"measuring {len(configs)} configurations: "
+                          + "; ".join(",".join(c) for c in configs))
+
+            def on_step(s: dict[str, float]) -> None:
+                console.print(f"    rate {s['rate']:.0f}/s: processed {s['processed']:.0f}/s, backlog "
+                              f"{s['growth']:+.0f} -> {'sustained' if s['ok'] else 'not sustained'}")
+
+            cal, timings = calibrate_local(opts, lmap, configs, params, progress=lambda r: console.print(_measured(r)),
+                                           say=console.print, on_step=on_step)
+        _report(console, title, cal)
+        doc = cal.to_dict()
+        doc["backend"] = backend
+        doc["params"] = params.__dict__ | {"backlog_tolerance": params.growth_tolerance}
+        if timings:
+            doc["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
+            console.print("took " + ", ".join(f"{k[:-2]} {v:.0f} s" for k, v in timings.items()))
+        _write(out, doc)
         console.print(f"wrote {out}")
+
+
+def _measured(r: Any) -> str:
+    return (f"  measured n={r.n} ({','.join(r.nodes)}) ND_max={r.nd_max_ms:.1f} ms: MST {r.mst:.1f}/s "
+            f"(spread {r.spread:.1%}) after {len(r.steps)} rates")
+
+
+def _report(console: Console, title: str, cal: Any) -> None:
+    table = Table(title=title, title_justify="left")
+    for col in ("n", "nodes", "ND_max ms", "MST /s", "spread", "model /s"):
+        table.add_column(col, justify="right" if col != "nodes" else "left")
+    for r in cal.results:
+        table.add_row(str(r.n), ",".join(r.nodes), f"{r.nd_max_ms:.1f}", f"{r.mst:.1f}", f"{r.spread:.1%}",
+                      f"{cal.model.predict(r.n, r.nd_max_ms):.1f}")
+    console.print(table)
+    m = cal.model
+    if m.is_fitted:
+        console.print(f"fit: alpha={m.alpha_:.3f} beta={m.beta_:.3f} gamma={m.gamma_:.4f} ({m.n_params_} parameters)")
+    else:
+        console.print("fit: none (no configuration sustained any rate)")
+    if cal.holdout:
+        h = cal.holdout
+        console.print(f"held-out n={h['n']} ND_max={h['nd_max_ms']:.1f} ms: measured {h['measured']:.1f}, "
+                      f"predicted {h['predicted']:.1f} ({h['error']:+.1%})")
+    else:
+        console.print("held-out check: needs at least 4 measured configurations")
+
+
+def _check_out(out: Path) -> None:
+    """Fail before a long live run when the model file cannot be written."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory")
+    if parent.exists() and not parent.is_dir():
+        raise UserError(f"cannot write {out}: {parent} is not a directory")
+
+
+def _write(out: Path, doc: dict[str, Any]) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    except OSError as ex:
+        raise UserError(f"cannot write {out}: {ex.strerror}") from None

@@ -1,0 +1,95 @@
+"""`gesscale calibrate --backend local`: bring up a testbed, measure each configuration's MST with the capacity
+probe on the real job, fit the model, tear everything down (also on Ctrl-C).
+
+The testbed gets exactly the fog nodes the configurations use (workers start only where an executor runs);
+configurations are measured in the order given, each one reached from the previous by the local backend's
+`live` strategy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gesscale.errors import UserError
+from gesscale.probe import Calibration, ProbeParams, ProbeResult, calibrate
+from netem.latency_map import LatencyMap
+
+
+@dataclass
+class LocalCalibrationOptions:
+    """The testbed a live calibration brings up (the probe's own knobs are a `ProbeParams`)."""
+
+    run_dir: Path = Path("out/calibrate")
+    node_cpu: float = 0.25
+    max_rows_per_batch: int = 2000
+    partitions: int = 6
+    port_shift: int = 0  # added to every default port of the testbed (two testbeds side by side)
+
+    def validate(self) -> None:
+        """UserError for values the testbed cannot run with."""
+        if not 0 < self.node_cpu <= 1:
+            raise UserError("--node-cpu must be in (0, 1] cores")
+        if self.max_rows_per_batch < 10:
+            raise UserError("--max-rows-per-batch must be at least 10")
+        if not 0 <= self.port_shift <= 800:
+            raise UserError("--port-shift must be between 0 and 800 (ports stay in 15000-15999)")
+
+
+def testbed_nodes(lmap: LatencyMap, configs: Sequence[tuple[str, ...]]) -> list[str]:
+    """Every node some configuration uses, in map order."""
+    used = {n for cfg in configs for n in cfg}
+    return [n for n in lmap.names if n in used]
+
+
+def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
+                    params: ProbeParams, progress: Callable[[ProbeResult], None] | None = None,
+                    say: Callable[[str], None] = print,
+                    on_step: Callable[[dict[str, float]], None] | None = None) -> tuple[Calibration, dict[str, float]]:
+    """Measure `configs` on a fresh local testbed; returns the calibration and timings (s).
+
+    The testbed (broker, master, workers, job, cgroups) is torn down before returning, whatever happens.
+    """
+    from gesscale.backends.local import LocalBackend
+    from gesscale.testbed import KAFKA_PORT, Testbed, TestbedConfig
+    from gesscale.testbed.fleet import FleetPorts
+    from gesscale.testbed.job import JobSettings
+    from gesscale.testbed.probe_target import LocalProbeTarget
+
+    opts.validate()
+    if not configs:
+        raise UserError("no configuration to measure")
+    t_start = time.monotonic()
+    run_dir = Path(opts.run_dir).resolve()
+    if (run_dir / "testbed.json").exists():
+        raise UserError(f"a testbed seems to run in {run_dir} (testbed.json present); stop it or use --run-dir")
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    names = testbed_nodes(lmap, configs)
+    shift = opts.port_shift
+    settings = JobSettings(bootstrap="", max_rows_per_batch=opts.max_rows_per_batch,
+                           http_port=15080 + shift, ui_port=15040 + shift)
+    ports = FleetPorts(15077 + shift, 15078 + shift, 15100 + shift, 15200 + shift)
+    say(f"bringing up the testbed in {run_dir}: {len(names)} fog nodes ({', '.join(names)}) at "
+        f"{opts.node_cpu:g} core, the job on {', '.join(configs[0])} ...")
+    tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, initial=list(configs[0]), node_cpu=opts.node_cpu,
+                                  job=settings, partitions=opts.partitions, kafka_port=KAFKA_PORT + shift,
+                                  ports=ports))
+    timings = {"setup_s": time.monotonic() - t_start}
+    target = None
+    try:
+        backend = LocalBackend(tb.fleet, tb.job, lmap.subset(names), strategy="live")
+        target = LocalProbeTarget(backend, say=say)
+        t_probe = time.monotonic()
+        cal = calibrate(target, lmap, configs, params, progress=progress, on_step=on_step)
+        timings["probe_s"] = time.monotonic() - t_probe
+    finally:
+        if target is not None:
+            target.close()
+        say("tearing the testbed down")
+        tb.close()
+    timings["total_s"] = time.monotonic() - t_start
+    return cal, timings

@@ -17,7 +17,8 @@ Execute, per strategy (DESIGN §3):
 - `restart`: stop the job between batches (the checkpoint holds the offsets), start/stop workers, start the job
   again with the new executor count.
 The reported pause is measured, not assumed: the longest gap between completed micro-batches from the last
-batch before the change to the first batch after it.
+batch before the change to the first batch that started after it (so a new executor's cold start, which stalls
+the first micro-batch it takes part in, counts).
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ def longest_gap(times: list[float], start: float, end: float) -> float:
     inside = [t for t in times if start < t < end]
     points = ([before[-1]] if before else [start]) + inside + ([after[0]] if after else [end])
     return max((b - a for a, b in zip(points, points[1:], strict=False)), default=0.0)
+
+
+def first_batch_started_after(batches: list[dict[str, Any]], t: float) -> float | None:
+    """Completion time of the earliest-completed batch that started at or after `t` (None if none has yet).
+
+    A batch's start is its completion `time` minus its `batch_duration_ms`.
+    """
+    done = [b["time"] for b in batches if b["time"] - b["batch_duration_ms"] / 1000.0 >= t]
+    return min(done) if done else None
 
 
 class LocalBackend(Backend):
@@ -291,19 +301,27 @@ class LocalBackend(Backend):
         return done()
 
     def _measure_pause(self, t_start: float, t_end: float) -> float:
-        """Wait for the first batch completed after the change, then the longest gap around it."""
+        """Wait until the new configuration has completed a micro-batch, then the longest gap around the change.
+
+        The change counts as effective once a batch that *started* after it completed: a batch already running
+        when an executor registers finishes on the old executors, while the next one also runs on the new
+        executor and waits for its cold start (JVM code generation, Python workers), which is part of the
+        reconfiguration's cost and stalls the whole micro-batch.
+        """
         deadline = time.time() + self.settle_timeout_s
+        settled: float | None = None
         while time.time() < deadline and not self.stop_event.is_set():
             self.log.poll()
-            if any(b["time"] >= t_end for b in self.log.batches):
+            settled = first_batch_started_after(self.log.batches, t_end)
+            if settled is not None:
                 break
             if self._input_end() <= self.log.processed:
                 # Nothing is waiting to be processed (the input is idle): the change delayed no record.
                 return 0.0
             time.sleep(0.5)
         times = [b["time"] for b in self.log.batches]
-        if not any(t >= t_end for t in times):
+        if settled is None:
             # No batch yet: the pause lasts at least until now (a lower bound, reported as such in the log).
-            log.warning("no micro-batch completed within %.0f s after the change", self.settle_timeout_s)
+            log.warning("no micro-batch of the new configuration completed within %.0f s", self.settle_timeout_s)
             return longest_gap(times, t_start, time.time())
-        return longest_gap(times, t_start, t_end)
+        return longest_gap(times, t_start, settled)

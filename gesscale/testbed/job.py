@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class JobSettings:
     bp_window_s: float = 10.0
     token: str = ""
     pid: int | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)  # extra Spark settings (`gesscale job run --conf`)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -75,6 +76,7 @@ class TestbedJob:
             "--http-port", str(s.http_port), "--ui-port", str(s.ui_port),
             "--max-rows-per-batch", str(s.max_rows_per_batch), "--max-rows-per-range", str(s.max_rows_per_range),
             "--metrics-jsonl", str(self.batches_path), "--bp-window-s", str(s.bp_window_s),
+            *[arg for k, v in sorted(s.spark_conf.items()) for arg in ("--conf", f"{k}={v}")],
         ]
 
     def alive(self) -> bool:

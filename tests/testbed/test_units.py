@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gesscale.backends.local import longest_gap
+from gesscale.backends.local import first_batch_started_after, longest_gap
 from gesscale.errors import UserError
 from gesscale.scenario import scenario_from_dict
 from gesscale.testbed.controller import parse_duration, read_reconfigurations
@@ -41,6 +41,18 @@ def test_longest_gap_spans_the_change() -> None:
     assert longest_gap([2, 8, 11, 19], 10, 12) == pytest.approx(8)  # 11 -> 19
     # no batch before: the gap starts at the change
     assert longest_gap([15], 10, 12) == pytest.approx(5)
+
+
+def test_the_change_is_effective_when_a_batch_started_after_it_completed() -> None:
+    # The demo's first live scale-up: batch 9 was running when the executor registered (t=78) and finished on
+    # the old executor; batch 10 started after it and waited 45.7 s for the new executor's cold start.
+    batches = [{"time": 68.7, "batch_duration_ms": 9881}, {"time": 78.4, "batch_duration_ms": 9763},
+               {"time": 124.1, "batch_duration_ms": 45669}, {"time": 133.1, "batch_duration_ms": 8992}]
+    settled = first_batch_started_after(batches, 78.0)
+    assert settled == pytest.approx(124.1)
+    assert longest_gap([b["time"] for b in batches], 70.0, settled) == pytest.approx(45.7)
+    assert first_batch_started_after(batches, 124.0) == pytest.approx(133.1)
+    assert first_batch_started_after(batches, 130.0) is None
 
 
 def test_read_batches_ignores_a_partial_last_line(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ class ReplayStats:
 
 
 def replay(
-    schedule: Iterable[Scheduled],
+    schedule: Iterable[Scheduled[RideEncoder]],
     sink: Sink,
     *,
     max_pending: int = 100_000,
@@ -63,38 +63,43 @@ def replay(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ReplayStats:
-    """Send `schedule` to `sink` on time; stop after `limit` records if given. Ctrl-C ends it early, cleanly.
+    """Send `schedule` (due second, encoded ride, copy) to `sink` on time; stop after `limit` records if given.
+    Ctrl-C ends it early, cleanly.
 
-    `planned` (records the schedule holds, when known) is only carried to the progress callback.
+    `planned` (records the schedule holds, when known) is only carried to the progress callback. The figures
+    of `stats` are kept in locals while sending (this loop runs once per record) and written back every 1024
+    records, before each progress report and at the end.
     """
     stats = ReplayStats(planned=planned if limit is None or planned is None else min(planned, limit))
+    stop_at = -1 if limit is None else max(limit, 0)
+    send = sink.send
+    sent = 0
+    last_due = last_send = worst_lag = 0.0
     start = clock()
     next_report = 0.0
-    ride_seen = None
-    encoder: RideEncoder | None = None
     try:
-        for due, ride, dup in schedule:
-            if limit is not None and stats.sent >= limit:
+        for due, enc, dup in schedule:
+            if sent == stop_at:
                 break
             now = clock() - start
-            while now < due:
-                sink.service()
-                if progress is not None and now >= next_report:
-                    _refresh(stats, sink, now)
-                    progress(stats)
-                    next_report = now + progress_every_s
-                sleep(min(due - now, 0.05))
-                now = clock() - start
-            if ride is not ride_seen:
-                encoder, ride_seen = RideEncoder(ride), ride
-            sink.send(encoder.key_bytes, encoder.value(dup))
-            stats.sent += 1
-            stats.last_due_s = due
-            stats.last_send_s = now
-            lag = now - due
-            if lag > stats.worst_lag_s:
-                stats.worst_lag_s = lag
-            if stats.sent & 1023 == 0:
+            if now < due:
+                _store(stats, sent, last_due, last_send, worst_lag)
+                while now < due:
+                    sink.service()
+                    if progress is not None and now >= next_report:
+                        _refresh(stats, sink, now)
+                        progress(stats)
+                        next_report = now + progress_every_s
+                    sleep(min(due - now, 0.05))
+                    now = clock() - start
+            send(enc.key_bytes, enc.value(dup), enc.key_hash)
+            sent += 1
+            last_due = due
+            last_send = now
+            if now - due > worst_lag:
+                worst_lag = now - due
+            if sent & 1023 == 0:
+                _store(stats, sent, last_due, last_send, worst_lag)
                 sink.service()
                 while sink.pending() > max_pending:
                     sleep(0.005)
@@ -106,11 +111,16 @@ def replay(
     except KeyboardInterrupt:
         stats.interrupted = True
         stats.notes.append("interrupted: stopped sending, delivering what was sent")
+    _store(stats, sent, last_due, last_send, worst_lag)
     stats.drained = sink.drain(drain_timeout_s)
     _refresh(stats, sink, clock() - start)
     if progress is not None:
         progress(stats)
     return stats
+
+
+def _store(stats: ReplayStats, sent: int, last_due: float, last_send: float, worst_lag: float) -> None:
+    stats.sent, stats.last_due_s, stats.last_send_s, stats.worst_lag_s = sent, last_due, last_send, worst_lag
 
 
 def _refresh(stats: ReplayStats, sink: Sink, now: float) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gesscale.errors import UserError
+from producer.records import RideEncoder
 from producer.replay import ReplayStats, replay
 from producer.schedule import Scheduled, by_event_time, by_rate_profile, profile_times
 from producer.sinks import KafkaSink, MqttSink, Notify, Sink
@@ -69,8 +70,11 @@ def build_source(opts: ProduceOptions) -> RideSource:
     return synthetic_source(None if paced_by_pattern else opts.days, opts.rides_per_day, opts.seed)
 
 
-def build_schedule(opts: ProduceOptions, source: RideSource) -> tuple[Iterable[Scheduled], str, int | None]:
-    """The record schedule, a one-line description of the pacing, and the planned record count when known."""
+def build_schedule(
+    opts: ProduceOptions, source: RideSource
+) -> tuple[Iterable[Scheduled[RideEncoder]], str, int | None]:
+    """The record schedule (of the source's rides, encoded), a one-line description of the pacing, and the
+    planned record count when known."""
     from gesscale.workloads import rate_profile
     from producer.pattern import constant_rate, parse_pattern
 
@@ -84,8 +88,8 @@ def build_schedule(opts: ProduceOptions, source: RideSource) -> tuple[Iterable[S
             f"x{opts.duplication} per ride"
         )
         planned = sum(1 for _ in profile_times(profile)) if profile.sum() < 50_000_000 else None
-        return by_rate_profile(source, profile, opts.duplication), pacing, planned
-    schedule: Iterable[Scheduled] = by_event_time(source, opts.speed, opts.duplication)
+        return by_rate_profile(source.encoded(), profile, opts.duplication), pacing, planned
+    schedule: Iterable[Scheduled[RideEncoder]] = by_event_time(source.encoded(), opts.speed, opts.duplication)
     pacing = f"event time x{opts.speed:g}, each ride x{opts.duplication}"
     if opts.duration_s:
         end = opts.duration_s
@@ -114,7 +118,7 @@ class PreparedRun:
     """A checked, connected run waiting to start: every user mistake has surfaced by now."""
 
     source: RideSource
-    schedule: Iterable[Scheduled]
+    schedule: Iterable[Scheduled[RideEncoder]]
     pacing: str
     planned: int | None
     sink: Sink

@@ -6,18 +6,30 @@ Two ways to pace a replay:
   reordered back in time.
 - `by_rate_profile`: follow a records/s profile (gesscale.workloads.rate_profile, the simulator's workloads);
   rides are taken from the source only for their content, each one filling `duplication` consecutive records.
+
+The rides may be `Ride`s or anything with their `event_time` (the replay schedules `RideEncoder`s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-
-from producer.records import Ride
-
-Scheduled = tuple[float, Ride, int]  # (due second, ride, duplicate index)
+from datetime import datetime
+from typing import Protocol, TypeVar
 
 
-def by_event_time(rides: Iterable[Ride], speed: float, duplication: int) -> Iterator[Scheduled]:
+class Timed(Protocol):
+    """A ride, or its encoder: something with the trace time it is scheduled by."""
+
+    @property
+    def event_time(self) -> datetime: ...
+
+
+R = TypeVar("R")
+T = TypeVar("T", bound=Timed)
+Scheduled = tuple[float, R, int]  # (due second, ride, duplicate index)
+
+
+def by_event_time(rides: Iterable[T], speed: float, duplication: int) -> Iterator[Scheduled[T]]:
     """Records due at (event_time - first event_time) / speed."""
     if speed <= 0:
         raise ValueError("speed must be > 0")
@@ -48,18 +60,26 @@ def profile_times(profile: Sequence[float]) -> Iterator[float]:
             yield second + j / n
 
 
-def by_rate_profile(rides: Iterable[Ride], profile: Sequence[float], duplication: int) -> Iterator[Scheduled]:
-    """Records due per the profile; ends when the profile or the rides run out."""
+def by_rate_profile(rides: Iterable[R], profile: Sequence[float], duplication: int) -> Iterator[Scheduled[R]]:
+    """Records due per the profile (the times of `profile_times`); ends when the profile or the rides run out.
+
+    This is the replay's per-record path, so `profile_times` is inlined (one generator step per record).
+    """
     if duplication < 1:
         raise ValueError("duplication must be >= 1")
     rides_iter = iter(rides)
     ride = None
     dup = duplication
-    for due in profile_times(profile):
-        if dup == duplication:
-            ride = next(rides_iter, None)
-            if ride is None:
-                return
-            dup = 0
-        yield due, ride, dup
-        dup += 1
+    carry = 0.0
+    for second, rate in enumerate(profile):
+        carry += float(rate)
+        n = int(carry)
+        carry -= n
+        for j in range(n):
+            if dup == duplication:
+                ride = next(rides_iter, None)
+                if ride is None:
+                    return
+                dup = 0
+            yield second + j / n, ride, dup
+            dup += 1

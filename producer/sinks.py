@@ -12,11 +12,12 @@ import collections
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-from kafka.partitioner.default import murmur2
+from kafka.errors import KafkaError
 
 from gesscale.errors import UserError
+from producer.keyhash import key_partition
 
 Notify = Callable[[str], None]
 
@@ -28,8 +29,9 @@ class Sink(Protocol):
     resent: int
     restored: int
 
-    def send(self, key: bytes, value: bytes) -> None:
-        """Hand over one record (non-blocking apart from client-side buffering)."""
+    def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
+        """Hand over one record (non-blocking apart from client-side buffering); `key_hash`, when given, is
+        `producer.keyhash.key_hash(key)` computed beforehand (saves the sink computing it)."""
 
     def service(self) -> None:
         """Collect acknowledgements and re-send failed records when their backoff has passed."""
@@ -44,10 +46,28 @@ class Sink(Protocol):
         """Release the client."""
 
 
-def key_partition(key: bytes, partitions: list[int]) -> int:
-    """The partition Kafka's default partitioner (Java and kafka-python alike) gives `key`: murmur2 of the key
-    modulo the number of partitions, over the sorted partition ids."""
-    return partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+def client_settings(
+    *, linger_ms: int = 20, batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000
+) -> dict[str, Any]:
+    """The kafka-python KafkaProducer options of the producer's Kafka sink (benchmarks/bench_producer.py gives
+    its bare loop the same)."""
+    return {
+        "client_id": "gesscale-producer",
+        "acks": "all",
+        # Not idempotent: after a restart noida-db forgets producer state, and an idempotent client can then be
+        # told DUPLICATE_SEQUENCE_NUMBER (which kafka-python counts as success) for records the broker does not
+        # hold. Duplicates are tolerated downstream (unique keys); losses are not.
+        "enable_idempotence": False,
+        "linger_ms": linger_ms,
+        "batch_size": batch_size,
+        "delivery_timeout_ms": delivery_timeout_ms,
+        "request_timeout_ms": min(10_000, delivery_timeout_ms - linger_ms - 1),
+        "max_block_ms": 2_000,
+        "reconnect_backoff_ms": 200,
+        "reconnect_backoff_max_ms": 5_000,
+        "retry_backoff_ms": 200,
+        "bootstrap_timeout_ms": 10_000,
+    }
 
 
 class Backoff:
@@ -113,27 +133,12 @@ class KafkaSink:
                  batch_size: int = 256 * 1024, delivery_timeout_ms: int = 30_000,
                  journal_s: float = 10.0) -> None:  # fmt: skip
         from kafka import KafkaProducer
-        from kafka.errors import KafkaError
 
         self.bootstrap, self.topic, self.notify = bootstrap, topic, notify
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=bootstrap,
-                client_id="gesscale-producer",
-                acks="all",
-                # Not idempotent: after a restart noida-db forgets producer state, and an idempotent client can
-                # then be told DUPLICATE_SEQUENCE_NUMBER (which kafka-python counts as success) for records the
-                # broker does not hold. Duplicates are tolerated downstream (unique keys); losses are not.
-                enable_idempotence=False,
-                linger_ms=linger_ms,
-                batch_size=batch_size,
-                delivery_timeout_ms=delivery_timeout_ms,
-                request_timeout_ms=min(10_000, delivery_timeout_ms - linger_ms - 1),
-                max_block_ms=2_000,
-                reconnect_backoff_ms=200,
-                reconnect_backoff_max_ms=5_000,
-                retry_backoff_ms=200,
-                bootstrap_timeout_ms=10_000,
+                **client_settings(linger_ms=linger_ms, batch_size=batch_size, delivery_timeout_ms=delivery_timeout_ms),
             )
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {bootstrap}: {err}") from None
@@ -160,21 +165,23 @@ class KafkaSink:
         self.resent = 0
         self.restored = 0
 
-    def send(self, key: bytes, value: bytes) -> None:
+    def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
         """Queue one record; while earlier records wait for a retry it queues behind them."""
         seq = self._seq
-        self._seq += 1
+        self._seq = seq + 1
         self._journal.append((time.time(), seq, key, value))
         if self._retry:
             self._retry.append((key, value, False, seq))
             return
-        self._send(key, value, False, seq)
+        partitions = self._partitions
+        if partitions is not None and key_hash is not None:
+            self._send(key, value, False, seq, partitions[key_hash % len(partitions)])
+        else:
+            self._send(key, value, False, seq, self._partition(key))
 
-    def _send(self, key: bytes, value: bytes, counted: bool, seq: int) -> bool:
-        from kafka.errors import KafkaError
-
+    def _send(self, key: bytes, value: bytes, counted: bool, seq: int, partition: int | None) -> bool:
         try:
-            future = self._producer.send(self.topic, key=key, value=value, partition=self._partition(key))
+            future = self._producer.send(self.topic, key=key, value=value, partition=partition)
         except KafkaError as err:
             self._retry.appendleft((key, value, counted, seq))
             self._broker_trouble(time.monotonic(), f"send failed ({type(err).__name__})")
@@ -183,8 +190,9 @@ class KafkaSink:
         return True
 
     def _partition(self, key: bytes) -> int | None:
-        """kafka-python's default choice (murmur2 of the key, as the Java client), computed once per ride:
-        the copies of a ride share one key object, and the partition list is cached."""
+        """kafka-python's default choice (murmur2 of the key, as the Java client), computed once per ride when
+        the caller did not give the key's hash: the copies of a ride share one key object, and the partition
+        list is cached."""
         if key is self._last_key:
             return self._last_partition
         partition = None if self._partitions is None else key_partition(key, self._partitions)
@@ -204,16 +212,23 @@ class KafkaSink:
         """Count acks, retry failed records, verify after an outage, trim the journal."""
         now = time.monotonic()
         inflight = self._inflight
-        while inflight and inflight[0][0].is_done:
-            future, key, value, counted, seq = inflight.popleft()
-            if future.succeeded():
-                if not counted:
-                    self.acked += 1
-                self._last_ack = now
-                self._last_ack_wall = time.time()
+        acks = first = 0  # acknowledgements collected in this call; of records not counted before
+        while inflight:
+            entry = inflight[0]
+            future = entry[0]
+            if not future.is_done:
+                break
+            inflight.popleft()
+            if future.exception is None:  # future.succeeded(), without the call
+                acks += 1
+                first += not entry[3]
             else:
+                self._acknowledged(now, acks, first)  # the acks before this failure count first
+                acks = first = 0
+                _, key, value, counted, seq = entry
                 self._retry.append((key, value, counted, seq))
                 self._broker_trouble(now, f"delivery failed ({type(future.exception).__name__})")
+        self._acknowledged(now, acks, first)
         if inflight and now - self._last_ack > self._outage.stall_s:
             self._broker_trouble(now, f"no acknowledgement for {now - self._last_ack:.0f} s, {len(inflight)} in flight")
         elif self._outage.since is not None and now - self._last_ack < 1.0 and not self._retry:
@@ -230,14 +245,19 @@ class KafkaSink:
             while journal and journal[0][0] < horizon:
                 journal.popleft()
 
+    def _acknowledged(self, now: float, acks: int, first: int) -> None:
+        """Book `acks` acknowledgements seen at `now` (one clock read per batch of them, not per record)."""
+        if acks:
+            self.acked += first
+            self._last_ack = now
+            self._last_ack_wall = time.time()
+
     def _sent_before_acked(self, seq: int) -> bool:
         """True when every record sent before `seq` is acknowledged (nothing older in flight or in retry)."""
         return all(e[4] >= seq for e in self._inflight) and all(e[3] >= seq for e in self._retry)
 
     def _verify(self) -> None:
         """Read the topic back from before the outage; re-send journal records the broker does not hold."""
-        from kafka.errors import KafkaError
-
         from producer.verify import record_id, record_ids_since
 
         since, upto = self._suspect_since or 0.0, self._verify_before_seq or 0
@@ -256,7 +276,7 @@ class KafkaSink:
             checked += 1
             if record_id(value) not in held:
                 missing += 1
-                self._send(key, value, True, seq)
+                self._send(key, value, True, seq, self._partition(key))
         self.restored += missing
         self._suspect_since = self._verify_before_seq = None
         self.notify(f"verified {checked} records sent around the outage: {missing} missing at the broker, re-sent")
@@ -265,7 +285,7 @@ class KafkaSink:
         """Hand the retry queue back to the client; a send that fails again re-arms the backoff."""
         while self._retry:
             key, value, counted, seq = self._retry.popleft()
-            if not self._send(key, value, counted, seq):
+            if not self._send(key, value, counted, seq, self._partition(key)):
                 return
             self.resent += 1
 
@@ -275,8 +295,6 @@ class KafkaSink:
 
     def drain(self, timeout_s: float) -> bool:
         """Flush and service until nothing is pending (verification included) or the timeout passes."""
-        from kafka.errors import KafkaError
-
         deadline = time.monotonic() + timeout_s
         while self.pending() and time.monotonic() < deadline:
             with contextlib.suppress(KafkaError):  # a flush timeout just means: not yet
@@ -288,8 +306,6 @@ class KafkaSink:
 
     def close(self) -> None:
         """Close the producer without waiting for unsent records (drain first)."""
-        from kafka.errors import KafkaError
-
         with contextlib.suppress(KafkaError):
             self._producer.close(timeout=1)
 
@@ -333,8 +349,9 @@ class MqttSink:
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         self._outage.up(time.monotonic(), len(self._inflight))
 
-    def send(self, key: bytes, value: bytes) -> None:
-        """Publish one record; QoS 1 messages are kept by paho until the broker acknowledges them."""
+    def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
+        """Publish one record (MQTT has no key: `key` and `key_hash` are unused); QoS 1 messages are kept by
+        paho until the broker acknowledges them."""
         info = self._client.publish(self.topic, value, qos=self.qos)
         if self.qos == 0 and info.rc != self._mqtt.MQTT_ERR_SUCCESS:
             self.dropped += 1  # QoS 0 promises nothing; counted, not retried

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import numpy as np
 import pytest
 
-from producer.records import RECORD_FIELDS, Ride, RideEncoder, decode_record, encode_record, record_dict
+from producer.records import RECORD_FIELDS, Ride, RideColumns, RideEncoder, decode_record, encode_record, record_dict
 
 RIDE = Ride(
     ride_id="42",
@@ -38,7 +39,7 @@ def test_kafka_key_is_ride_id_and_value_is_utf8_json() -> None:
     assert json.loads(value.decode("utf-8"))["key"] == "42-1"
 
 
-@pytest.mark.parametrize("ride_id", ["42", "r-\u00e9\"7"])
+@pytest.mark.parametrize("ride_id", ["42", 'r-\u00e9"7', "a%d%%s"])
 def test_fast_encoder_is_byte_identical(ride_id: str) -> None:
     ride = Ride(**{**{f: getattr(RIDE, f) for f in RIDE.__slots__}, "ride_id": ride_id})
     encoder = RideEncoder(ride)
@@ -61,7 +62,7 @@ def test_decode_rejects_foreign_json() -> None:
 def test_key_partition_matches_kafka_python_default_partitioner() -> None:
     from kafka.partitioner.default import DefaultPartitioner
 
-    from producer.sinks import key_partition
+    from producer.keyhash import key_partition
 
     class Cluster:
         def topics(self):
@@ -86,3 +87,56 @@ def test_record_id_reads_the_unique_key_back() -> None:
     odd = Ride(**{**{f: getattr(RIDE, f) for f in RIDE.__slots__}, "ride_id": 'a"b'})
     assert record_id(RideEncoder(odd).value(0)) == b'a\\"b-0'
     assert record_id(b'{"other": 1}') is None
+
+
+def test_bulk_key_hashes_equal_kafka_pythons_murmur2() -> None:
+    from kafka.partitioner.default import murmur2
+
+    from producer.keyhash import key_hash, key_hashes
+
+    rng = np.random.default_rng(5)
+    odd = [bytes(rng.integers(0, 256, size=int(n), dtype=np.uint8)) for n in rng.integers(0, 40, size=2000)]
+    for keys in ([f"s{i}".encode() for i in range(1, 20_000, 7)], odd, [b""], []):
+        expected = [murmur2(k) & 0x7FFFFFFF for k in keys]
+        assert key_hashes(keys) == expected
+        assert [key_hash(k) for k in keys] == expected
+
+
+def _columns(ride_ids: list[str], medallions: list[str]) -> RideColumns:
+    n = len(ride_ids)
+    rng = np.random.default_rng(11)
+    dropoff = np.datetime64("2013-05-01T00:00:00", "s") + rng.integers(0, 86_400, n).astype("timedelta64[s]")
+    trip = rng.integers(1, 7200, n)
+    return RideColumns(
+        ride_id=ride_ids,
+        medallion=medallions,
+        pickup_time=dropoff - trip.astype("timedelta64[s]"),
+        dropoff_time=dropoff,
+        trip_time_s=trip.tolist(),
+        distance_mi=np.round(rng.uniform(0.01, 30, n), 2).tolist(),
+        pickup_lon=np.round(rng.uniform(-74.3, -73.6, n), 6).tolist(),
+        pickup_lat=np.round(rng.uniform(40.45, 41.0, n), 6).tolist(),
+        dropoff_lon=rng.uniform(-74.3, -73.6, n).tolist(),  # unrounded floats print as json.dumps prints them too
+        dropoff_lat=[40.5, 41.0, 40.75, 40.000001][:n] + rng.uniform(40.45, 41.0, max(0, n - 4)).tolist(),
+    )
+
+
+@pytest.mark.parametrize(
+    "ride_ids, medallions",
+    [
+        ([f"s{i}" for i in range(1, 3001)], ["07290D3599E7A0D62097A346EFCC1FB5"] * 3000),
+        (["42", 'r-\u00e9"7', "a%d%%s", "x y", "s5"], ["M%s", "plain", 'q"', "\u00e9", "Z9"]),
+    ],
+)
+def test_bulk_encoders_are_byte_identical_to_json_dumps(ride_ids: list[str], medallions: list[str]) -> None:
+    from producer.keyhash import key_hash
+
+    columns = _columns(ride_ids, medallions)
+    rides, encoders = columns.rides(), columns.encoders()
+    assert len(rides) == len(encoders) == len(ride_ids)
+    for ride, enc in zip(rides, encoders, strict=True):
+        for dup in (0, 1, 2, 13):
+            assert enc.value(dup) == encode_record(ride, dup)[1] == RideEncoder(ride).value(dup)
+        assert enc.key_bytes == ride.ride_id.encode()
+        assert enc.key_hash == key_hash(enc.key_bytes)
+        assert enc.event_time == ride.event_time == ride.dropoff_time

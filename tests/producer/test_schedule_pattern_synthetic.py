@@ -50,6 +50,15 @@ def test_rate_profile_schedule_fills_duplicates_and_stops() -> None:
     assert list(by_rate_profile([_ride(1, 0)], [10], duplication=3))[-1][2] == 2  # rides ran out first
 
 
+@pytest.mark.parametrize("duplication", [1, 2, 3])
+def test_rate_profile_schedule_is_due_at_the_profile_times(duplication: int) -> None:
+    profile = [4, 0, 2.5, 2.5, 7.3, 0.4, 0.4, 0.4, 13]
+    got = list(by_rate_profile((_ride(i, i) for i in itertools.count(1)), profile, duplication))
+    assert [due for due, _, _ in got] == list(profile_times(profile))
+    assert [d for _, _, d in got] == [i % duplication for i in range(len(got))]
+    assert [r.ride_id for _, r, _ in got] == [str(i // duplication + 1) for i in range(len(got))]
+
+
 def test_pattern_strings_and_scenario_files(tmp_path: Path) -> None:
     assert parse_pattern("cosine,mean=500,amplitude=300,period_s=600") == {
         "kind": "cosine", "mean": 500, "amplitude": 300, "period_s": 600,
@@ -90,3 +99,15 @@ def test_synthetic_rides_are_clean_ordered_and_deterministic() -> None:
     for r in a:
         assert NYC_LON[0] < r.pickup_lon < NYC_LON[1] and NYC_LAT[0] < r.dropoff_lat < NYC_LAT[1]
         assert r.trip_time_s > 0 and r.pickup_time < r.dropoff_time
+
+
+def test_synthetic_source_encodes_the_same_rides_in_bulk() -> None:
+    from producer.records import encode_record
+    from producer.source import synthetic_source
+
+    rides = list(itertools.islice(synthetic_source(0.2, 100_000, seed=4), 100_000))
+    source = synthetic_source(0.2, 100_000, seed=4)
+    encoders = list(source.encoded())
+    assert source.read == len(encoders) == len(rides) > 5_000  # 0.2 day: 4 full hours (chunks) and a part
+    for ride, enc in zip(rides, encoders, strict=True):
+        assert enc.value(1) == encode_record(ride, 1)[1] and enc.event_time == ride.event_time

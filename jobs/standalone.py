@@ -74,6 +74,8 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     env = dict(os.environ)
     env.update(SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=env.get("PYSPARK_PYTHON", sys.executable),
                SPARK_LOG_DIR=str(work), SPARK_WORKER_DIR=str(work / "work"))
+    # Master and worker daemons do little work: C1 only and the serial GC start them faster on a small machine.
+    env.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     with log.open("wb") as fh:
         proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), cls, *args], stdout=fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -182,10 +182,12 @@ class LocalBackend(Backend):
             done = [b["time"] for b in self.log.batches if b["time"] > self._last_t]
             if done and max(done) >= deadline - 0.5 * self.period_s:
                 t1 = max(done)
+            elif self._input_end() <= self.log.processed:
+                t1 = time.time()  # nothing waits to be processed: no batch is coming to end the period
             elif self.stop_event.is_set() or time.time() >= hard_limit:
                 t1 = time.time()
-            elif time.time() >= limit and (done or self._input_end() <= self.log.processed):
-                t1 = max(done) if done else time.time()  # idle input: nothing to wait for
+            elif time.time() >= limit and done:
+                t1 = max(done)
             else:
                 self.stop_event.wait(0.5)
         t0, self._last_t = self._last_t, t1

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
+from gesscale.testbed.demo import DemoOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +67,9 @@ def _print_report(report: dict) -> None:
     console.print(f"timings (s): {report['timings_s']}")
 
 
+_D = DemoOptions()  # the defaults, written once (gesscale.testbed.demo)
+
+
 def register(app: typer.Typer) -> None:
     """Add the `demo` command."""
 
@@ -73,18 +77,23 @@ def register(app: typer.Typer) -> None:
     def demo(
         out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for the report, the PNGs and the logs."),
         report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
-        nodes: int = typer.Option(6, "--nodes", help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
-        node_cpu: float = typer.Option(0.25, "--node-cpu", help="CPU budget of each fog node in cores (cgroup)."),
+        nodes: int = typer.Option(_D.nodes, "--nodes",
+                                   help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
+        node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu",
+                                       help="CPU budget of each fog node in cores (cgroup)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
-        day: float = typer.Option(150.0, "--day", help="Seconds one taxi day is compressed into (run longer with "
+        day: float = typer.Option(_D.day_s, "--day", help="Seconds one taxi day is compressed into (run longer with "
                                   "a larger value)."),
-        rides_per_day: int = typer.Option(20_000, "--rides-per-day", help="Synthetic rides in the day (x3 records)."),
-        start_hour: int = typer.Option(4, "--start-hour", help="Hour of the day the replay starts at (0-23)."),
-        control_period: float = typer.Option(10.0, "--control-period", help="Controller period (s)."),
-        warmup: float = typer.Option(20.0, "--warmup", help="No decision this long after a reconfiguration (s)."),
-        drain_timeout: float = typer.Option(120.0, "--drain-timeout", help="After the day, wait at most this long "
-                                            "for the backlog to drain (s)."),
+        rides_per_day: int = typer.Option(_D.rides_per_day, "--rides-per-day",
+                                           help="Synthetic rides in the day (x3 records)."),
+        start_hour: int = typer.Option(_D.start_hour, "--start-hour",
+                                        help="Hour of the day the replay starts at (0-23)."),
+        control_period: float = typer.Option(_D.control_period_s, "--control-period", help="Controller period (s)."),
+        warmup: float = typer.Option(_D.warmup_s, "--warmup",
+                                     help="No decision this long after a reconfiguration took effect (s)."),
+        drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout",
+                                            help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
                                          "the calibrated scenario (also for --simulated-only)."),
         simulated_only: bool = typer.Option(False, "--simulated-only", help="Skip the live run: only the simulated "
@@ -107,7 +116,7 @@ def register(app: typer.Typer) -> None:
         from gesscale.backends.local import STRATEGIES
         from gesscale.errors import UserError
         from gesscale.policies.base import make_policy, parse_policy_list
-        from gesscale.testbed.demo import DemoOptions, run_demo
+        from gesscale.testbed.demo import run_demo
         from gesscale.testbed.live import LiveView
 
         if strategy not in STRATEGIES:

@@ -35,10 +35,10 @@ class DemoOptions:
     policy: str = "gesscale"
     strategy: str = "live"
     day_s: float = 150.0  # one taxi day compressed into this many seconds
-    rides_per_day: int = 20_000
+    rides_per_day: int = 30_000
     start_hour: int = 4  # start in the night trough, so the day rises to its evening peak and falls again
     control_period_s: float = 10.0
-    warmup_s: float = 20.0
+    warmup_s: float = 10.0
     drain_timeout_s: float = 120.0
     max_rows_per_batch: int = 2000
     partitions: int = 6
@@ -173,12 +173,14 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             nonlocal drained_periods
             if time.monotonic() >= deadline:
                 return True
-            last = ctl.loop.history[-1].observation if ctl.loop.history else None
+            rec = ctl.loop.history[-1] if ctl.loop.history else None
+            last = rec.observation if rec else None
             if not (producer.done() and last is not None and last.backlog == 0 and last.input_rate == 0):
                 return False
             drained_periods += 1
             in_warmup = ctl.loop.context(last.time_s).in_warmup
-            return last.n <= 1 or (drained_periods > 3 and not in_warmup) or drained_periods > 8
+            replicas = len(rec.reconfiguration.nodes) if rec.applied and rec.reconfiguration else last.n
+            return replicas <= 1 or (drained_periods > 3 and not in_warmup) or drained_periods > 8
 
         steps = ctl.run(over)
         timings["stream_s"] = time.monotonic() - t_run

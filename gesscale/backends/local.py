@@ -52,12 +52,14 @@ class ReconfigRecord:
     pause_s: float
     started_s: float
     took_s: float
+    effective_s: float = 0.0  # when a batch of the new configuration completed (testbed seconds)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"kind": self.kind, "added": list(self.added), "removed": list(self.removed),
                 "nodes": list(self.nodes), "nd_max_ms": self.nd_max_ms, "pause_s": round(self.pause_s, 3),
-                "started_s": round(self.started_s, 3), "took_s": round(self.took_s, 3)}
+                "started_s": round(self.started_s, 3), "took_s": round(self.took_s, 3),
+                "effective_s": round(self.effective_s, 3)}
 
 
 @dataclass
@@ -260,7 +262,7 @@ class LocalBackend(Backend):
         self.log.poll()
         kind = "up" if len(want) > len(before) else "down"
         rec = ReconfigRecord(kind, tuple(add), tuple(remove), want, self.latency_map.nd_max(want), pause,
-                             t_start - self.fleet.state.t0, t_end - t_start)
+                             t_start - self.fleet.state.t0, t_end - t_start, time.time() - self.fleet.state.t0)
         self.reconfigurations.append(rec)
         log.info("%s %s: +%s -%s -> %s, ND_max %.1f ms, pause %.1f s", self.strategy, kind, add, remove, want,
                  rec.nd_max_ms, pause)

@@ -106,8 +106,8 @@ class LiveController:
             self.loop.last_reconfig_s = self.backend.now_s()
             rec = record.reconfiguration
             measured = self.backend.reconfigurations[-1].to_dict() if self.backend.reconfigurations else {}
-            line = {**rec.to_dict(), "strategy": self.backend.strategy, **{k: measured[k] for k in
-                                                                            ("started_s", "took_s") if k in measured}}
+            timing = {k: measured[k] for k in ("started_s", "took_s", "effective_s") if k in measured}
+            line = {**rec.to_dict(), "strategy": self.backend.strategy, **timing}
             with self.reconfig_path.open("a") as fh:
                 fh.write(json.dumps(line) + "\n")
         model = self.policy.model_summary()

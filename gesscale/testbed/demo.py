@@ -255,7 +255,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     from gesscale.testbed.report import calibrated_scenario, plot_timeline
 
     title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
-    png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title)
+    png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap)
     pauses = [r["pause_s"] for r in reconfigs]
     scen = calibrated_scenario(model, steps, pauses, lmap, opts.workload(), opts.control_period_s, opts.warmup_s,
                                opts.nodes)

@@ -62,9 +62,28 @@ def calibrated_scenario(model: dict[str, Any] | None, steps: list[StepRecord], p
     }
 
 
+def model_curve(model: dict[str, Any], lmap: LatencyMap | None, n_max: int) -> tuple[list[int], list[float], str]:
+    """The fitted model's MST for n = 1..n_max at the placement the controller would choose (min ND_max), or at
+    the largest measured ND_max when no map is given; returns (n, MST, label)."""
+    ns = list(range(1, n_max + 1))
+    if lmap is not None:
+        from gesscale import placement
+
+        nds = placement.best_nd_max_by_size(lmap.graph(), lmap.names, n_max)[1:]
+        label = "model at the min-ND_max placement"
+    else:
+        nd = max(m["nd_max_ms"] for m in model["measurements"])
+        nds = [nd] * len(ns)
+        label = f"model at ND_max={nd:.0f} ms"
+    ns = ns[: len(nds)]
+    return ns, [model["alpha"] * n ** model["beta"] - model["gamma"] * nd for n, nd in zip(ns, nds, strict=True)], label
+
+
 def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
-                  path: Path, title: str) -> Path:
-    """PNG: input vs throughput and backlog; replicas with each reconfiguration; the model vs its measurements."""
+                  path: Path, title: str, lmap: LatencyMap | None = None) -> Path:
+    """PNG: input vs throughput and backlog; replicas with each reconfiguration (shaded from the decision until
+    a batch of the new configuration completed, labelled with the measured pause); the model vs its measurements.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,32 +93,40 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     t = [s.observation.time_s for s in steps]
     fig, axes = plt.subplots(3, 1, figsize=(10, 9))
     ax = axes[0]
-    ax.plot(t, [s.observation.input_rate for s in steps], label="input rate", color="tab:blue")
-    ax.plot(t, [s.observation.throughput for s in steps], label="throughput", color="tab:orange")
-    ax.set_ylabel("records/s")
+    ax.plot(t, [s.observation.input_rate for s in steps], ".-", label="input rate", color="tab:blue")
+    ax.plot(t, [s.observation.throughput for s in steps], ".-", label="throughput", color="tab:orange")
+    ax.set_ylabel("records/s (per control period)")
     ax.set_title(title)
-    ax.legend(loc="upper left")
     ax2 = ax.twinx()
-    ax2.fill_between(t, [s.observation.backlog for s in steps], color="tab:red", alpha=0.15)
+    ax2.fill_between(t, [s.observation.backlog for s in steps], color="tab:red", alpha=0.15, label="backlog")
     ax2.set_ylabel("backlog (records)", color="tab:red")
     ax = axes[1]
-    ax.step(t, [s.observation.n for s in steps], where="post", color="tab:green", label="replicas observed")
+    ax.step(t, [s.observation.n for s in steps], where="post", color="tab:green", marker=".",
+            label="replicas observed")
+    ax.set_ylim(0, max([s.observation.n for s in steps] + [len(r["nodes"]) for r in reconfigs] + [1]) + 1)
     for r in reconfigs:
         at = r.get("started_s", r.get("time_s", 0.0))
-        ax.axvline(at, color="grey", lw=0.8, ls="--")
-        ax.annotate(f"{r['kind']} {r['pause_s']:.0f}s", (at, 0.2), fontsize=7, rotation=90)
+        until = r.get("effective_s") or at
+        for a in axes[:2]:
+            a.axvspan(at, max(until, at + 0.5), color="grey", alpha=0.2, lw=0)
+        ax.annotate(f"{r['kind']} -> {len(r['nodes'])} ({','.join(r.get('added') or r.get('removed') or [])}), "
+                    f"pause {r['pause_s']:.0f} s", (at, 0.97), xycoords=("data", "axes fraction"), fontsize=7,
+                    rotation=90, va="top", ha="right")
+    axes[0].legend(loc="upper left")
     ax.set_ylabel("replicas")
-    ax.set_xlabel("time since the testbed started (s)")
-    ax.legend(loc="upper left")
+    ax.set_xlabel("time since the testbed started (s); grey: reconfiguring, until a batch of the new "
+                  "configuration completed")
+    ax.legend(loc="lower right")
     ax = axes[2]
     if model and model["measurements"]:
         ms = model["measurements"]
         ax.scatter([m["n"] for m in ms], [m["mst"] for m in ms], label="measured MST", color="tab:purple")
         if model["fitted"]:
-            nd = max(m["nd_max_ms"] for m in ms)
-            ns = [1 + i * 0.1 for i in range(int(10 * max(m["n"] for m in ms)) + 1)]
-            pred = [model["alpha"] * n ** model["beta"] - model["gamma"] * nd for n in ns]
-            ax.plot(ns, pred, label=f"model at ND_max={nd:.0f} ms", color="black")
+            n_max = max(m["n"] for m in ms) + 1
+            if lmap is not None:
+                n_max = min(n_max, len(lmap.names))
+            ns, pred, label = model_curve(model, lmap, n_max)
+            ax.plot(ns, pred, "o-", label=label, color="black", ms=3)
         ax.legend(loc="upper left")
     else:
         ax.text(0.5, 0.5, "no MST measurement (never the root of back pressure)", ha="center",

@@ -269,6 +269,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
         "reconfigurations": [
             {"kind": r["kind"], "nodes": r["nodes"], "nd_max_ms": r["nd_max_ms"], "pause_s": r["pause_s"],
              "added": r.get("added", []), "removed": r.get("removed", []), "time_s": r.get("time_s"),
+             "started_s": r.get("started_s"), "effective_s": r.get("effective_s"),
              "reason": r.get("reason", ""), "strategy": r.get("strategy", opts.strategy)}
             for r in reconfigs
         ],

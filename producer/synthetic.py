@@ -33,7 +33,7 @@ def _clip(values: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
 def synthetic_rides(
     start: datetime = DEFAULT_START, days: float | None = 2.0, rides_per_day: int = 500_000, seed: int = 1
 ) -> Iterator[Ride]:
-    """Rides in event-time (dropoff) order from `start` for `days` days (None: without end)."""
+    """Rides in event-time (dropoff) order from `start` (to the second) for `days` days (None: without end)."""
     for chunk in synthetic_chunks(start, days, rides_per_day, seed):
         yield from chunk.rides()
 

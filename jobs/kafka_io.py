@@ -29,17 +29,46 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.close()
 
 
+def _end_offsets(consumer: KafkaConsumer, topics: list[str]) -> dict[str, dict[int, int]]:
+    out: dict[str, dict[int, int]] = {}
+    for t in topics:
+        tps = [TopicPartition(t, p) for p in sorted(consumer.partitions_for_topic(t) or ())]
+        out[t] = {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
+    return out
+
+
 def end_offsets(bootstrap: str, topics: list[str]) -> dict[str, dict[int, int]]:
     """Current end offset of every partition of `topics`."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
     try:
-        out: dict[str, dict[int, int]] = {}
-        for t in topics:
-            tps = [TopicPartition(t, p) for p in sorted(consumer.partitions_for_topic(t) or ())]
-            out[t] = {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
-        return out
+        return _end_offsets(consumer, topics)
     finally:
         consumer.close()
+
+
+class OffsetsReader:
+    """`end_offsets` over one long-lived client: the job's driver asks before every micro-batch, and a new client
+    per call (bootstrap, metadata) cost more than the question. A failed call drops the client."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._consumer: KafkaConsumer | None = None
+
+    def end_offsets(self, topics: list[str]) -> dict[str, dict[int, int]]:
+        """Current end offset of every partition of `topics` (asked of the broker, never cached)."""
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None)
+        try:
+            return _end_offsets(self._consumer, topics)
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the client (the next call opens a new one)."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
 
 def read_keys(bootstrap: str, topic: str, partition: int, start: int) -> set[bytes]:

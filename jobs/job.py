@@ -136,14 +136,15 @@ def _spark(cfg: JobConfig) -> Any:
 
 
 def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
-    """The `foreachBatch` function: exactly-once write of one classified micro-batch."""
-    from jobs.kafka_io import end_offsets, partition_counts
+    """The `foreachBatch` function: enrich one micro-batch of source rows and write it exactly once."""
+    from jobs.kafka_io import OffsetsReader, partition_counts
     from jobs.kafka_sink import COUNTS_SCHEMA, SinkLog, WriteSpec, write_partition
-    from jobs.records import as_messages
+    from jobs.records import ENRICHED_SCHEMA, enriched_batches
 
     sink_log = SinkLog(cfg.checkpoint)
     topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
     parts = partition_counts(cfg.bootstrap, topics)
+    offsets = OffsetsReader(cfg.bootstrap)
 
     def write(df: Any, batch_id: int) -> None:
         state.busy(True)
@@ -153,19 +154,18 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
             state.busy(False)
 
     def _write(df: Any, batch_id: int) -> None:
-        starts, replay = sink_log.begin(batch_id, lambda: end_offsets(cfg.bootstrap, topics))
+        starts, replay = sink_log.begin(batch_id, lambda: offsets.end_offsets(topics))
         if replay:
             log.warning("batch %d runs again (after a restart): skipping records already written", batch_id)
-        spec = WriteSpec(cfg.bootstrap, cfg.output, cfg.dead_letter_topic, parts, starts, replay,
+        spec = WriteSpec(cfg.bootstrap, cfg.input, cfg.output, cfg.dead_letter_topic, parts, starts, replay,
                          write_good=cfg.sink == "kafka")
         if cfg.sink == "parquet":
             df.persist()
         try:
             if cfg.sink == "parquet":
-                good = df.where("reason IS NULL").select("enriched.*")
+                good = df.mapInArrow(enriched_batches, ENRICHED_SCHEMA)
                 good.write.mode("overwrite").parquet(str(Path(cfg.output) / f"batch_id={batch_id}"))
-                df = df.where("reason IS NOT NULL")
-            rows = as_messages(df).mapInArrow(partial(write_partition, spec=spec), COUNTS_SCHEMA).collect()
+            rows = df.mapInArrow(partial(write_partition, spec=spec), COUNTS_SCHEMA).collect()
         finally:
             if cfg.sink == "parquet":
                 df.unpersist()
@@ -261,9 +261,11 @@ def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[
 
 
 def start_query(spark: Any, cfg: JobConfig, state: JobState) -> Any:
-    """Start the enrichment query on `spark` (the source registered, classify, exactly-once writer)."""
+    """Start the enrichment query on `spark`: the source registered, the exactly-once enriching writer.
+
+    Only the columns the writer needs cross from the JVM to the writer's Python workers.
+    """
     from jobs.kafka_source import KafkaSource
-    from jobs.records import classify
 
     spark.dataSource.register(KafkaSource)
     reader = (
@@ -276,7 +278,7 @@ def start_query(spark: Any, cfg: JobConfig, state: JobState) -> Any:
     if cfg.max_rows_per_batch:
         reader = reader.option("maxRowsPerBatch", str(cfg.max_rows_per_batch))
     writer = (
-        classify(reader.load(), cfg.input)
+        reader.load().select("partition", "offset", "value")
         .writeStream.queryName("gesscale-enrich")
         .foreachBatch(_batch_writer(cfg, state))
         .option("checkpointLocation", str(cfg.checkpoint))

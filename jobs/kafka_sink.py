@@ -25,6 +25,7 @@ from typing import Any
 
 from jobs.kafka_io import read_keys
 from jobs.produce import BatchProducer
+from jobs.records import BadRecord, dead_letter, enrich
 
 SINK_LOG_DIR = "gesscale-sink"
 KEEP_ENTRIES = 100
@@ -63,6 +64,7 @@ class WriteSpec:
     """What each write task needs: where to write, how topics are partitioned, and the batch's start offsets."""
 
     bootstrap: str
+    input: str
     output: str
     dead_letter: str
     partitions: dict[str, int]
@@ -79,40 +81,44 @@ def _attempt() -> int:
 
 
 def write_partition(batches: Iterator[Any], spec: WriteSpec) -> Iterator[Any]:
-    """`mapInArrow` body: send the rows of one task to Kafka and yield one row of counts.
+    """`mapInArrow` body: enrich the source rows of one task, send them to Kafka and yield one row of counts.
 
-    Input columns: partition (source partition), reason (null for good rows), key and value (bytes).
+    Input columns: `partition` (source partition), `offset`, `value` (the raw Kafka value). Good records go to
+    the output topic keyed by their `key`, bad ones to the dead-letter topic (see `jobs/records.py`).
     """
     import pyarrow as pa
 
     careful = spec.replay or _attempt() > 0
     seen: dict[tuple[str, int], set[bytes]] = {}
-    written = dead = skipped = 0
+    counts = {"written": 0, "dead_letters": 0, "skipped": 0}
     writer = BatchProducer(spec.bootstrap)
+    out_parts, dead_parts = spec.partitions.get(spec.output, 0), spec.partitions[spec.dead_letter]
     try:
         for batch in batches:
-            cols = batch.to_pydict()
-            for src, why, key, value in zip(cols["partition"], cols["reason"], cols["key"], cols["value"],
-                                            strict=True):
-                topic = spec.output if why is None else spec.dead_letter
-                if why is None and not spec.write_good:
-                    continue
-                part = src % spec.partitions[topic]
+            sources = batch.column("partition").to_pylist()
+            values = batch.column("value").to_pylist()
+            for i, value in enumerate(values):
+                try:
+                    key, out = enrich(value)
+                except BadRecord as bad:
+                    src = sources[i]
+                    key, out = dead_letter(bad.reason, spec.input, src, batch.column("offset")[i].as_py(), value)
+                    topic, part, kind = spec.dead_letter, src % dead_parts, "dead_letters"
+                else:
+                    if not spec.write_good:
+                        continue
+                    topic, part, kind = spec.output, sources[i] % out_parts, "written"
                 if careful:
                     tp = (topic, part)
                     if tp not in seen:
                         seen[tp] = read_keys(spec.bootstrap, topic, part, spec.starts[topic][part])
                     if key in seen[tp]:
-                        skipped += 1
+                        counts["skipped"] += 1
                         continue
-                writer.send(topic, part, key, value)
-                if why is None:
-                    written += 1
-                else:
-                    dead += 1
+                writer.send(topic, part, key, out)
+                counts[kind] += 1
         writer.flush()
     finally:
         writer.close()
-    yield pa.RecordBatch.from_pydict({"written": [written], "dead_letters": [dead], "skipped": [skipped]},
-                                     schema=pa.schema([("written", pa.int64()), ("dead_letters", pa.int64()),
-                                                       ("skipped", pa.int64())]))
+    yield pa.RecordBatch.from_pydict({k: [v] for k, v in counts.items()},
+                                     schema=pa.schema([(k, pa.int64()) for k in counts]))

@@ -1,107 +1,161 @@
-"""The job's record logic as Spark column expressions: parse the input JSON, say why a record is bad, enrich.
+"""The job's record logic in plain Python: validate a ride's JSON, find its nearest landmark, build the output.
 
-Everything here is evaluated inside the JVM (no Python UDF), so the only Python on the record path is the
-Kafka source and the Kafka writer. A record is good when its value is a JSON object whose fields have the
-producer's types, the required fields are present, `event_time` is `YYYY-MM-DDTHH:MM:SS`, and the pickup point
-is a finite longitude/latitude. Bad records carry a `reason` and go to the dead-letter topic.
+It runs inside the Kafka writer's `mapInArrow` tasks (`jobs/kafka_sink.py`), one record at a time. It used to
+be Spark column expressions (`from_json` of 14 fields in the JVM, then `to_json` of the enriched struct); that
+path parsed and re-serialised every record in the JVM and then handed four columns to the Python writer anyway.
+Here the writer receives the raw value, msgspec decodes and type-checks it in one C pass into a struct of the
+known fields, and the output is the validated input text with the two new fields spliced in before its closing
+brace: a good record is parsed once and never re-serialised.
+
+A record is good when its value is a JSON object whose known fields (`FIELD_TYPES`) have the producer's types
+(null counts as absent, a double field takes an integer too, a long must fit Spark's long, unknown fields are
+kept as they are), the `REQUIRED` fields are present, `event_time` is `YYYY-MM-DDTHH:MM:SS`, and the pickup
+point is a finite longitude/latitude. Anything else raises `BadRecord` with a reason; the writer sends it to the
+dead-letter topic.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+import math
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated, Any
 
-from jobs.landmarks import LANDMARKS, Landmark
+import msgspec
+import pyarrow as pa
 
-CORRUPT = "_corrupt"
-INPUT_SCHEMA = StructType(
-    [
-        StructField("key", StringType()),
-        StructField("ride_id", StringType()),
-        StructField("dup", LongType()),
-        StructField("event_time", StringType()),
-        StructField("pickup_time", StringType()),
-        StructField("dropoff_time", StringType()),
-        StructField("pickup_lon", DoubleType()),
-        StructField("pickup_lat", DoubleType()),
-        StructField("dropoff_lon", DoubleType()),
-        StructField("dropoff_lat", DoubleType()),
-        StructField("trip_time_s", LongType()),
-        StructField("distance_mi", DoubleType()),
-        StructField("medallion", StringType()),
-        StructField(CORRUPT, StringType()),
-    ]
-)
-FIELDS = [f.name for f in INPUT_SCHEMA.fields if f.name != CORRUPT]
+from jobs.landmarks import LANDMARKS
+
+FIELD_TYPES: dict[str, type] = {
+    "key": str,
+    "ride_id": str,
+    "dup": int,
+    "event_time": str,
+    "pickup_time": str,
+    "dropoff_time": str,
+    "pickup_lon": float,
+    "pickup_lat": float,
+    "dropoff_lon": float,
+    "dropoff_lat": float,
+    "trip_time_s": int,
+    "distance_mi": float,
+    "medallion": str,
+}
 REQUIRED = ("key", "ride_id", "event_time", "pickup_lon", "pickup_lat")
-EVENT_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss"
+ADDED = ("nearest_landmark", "landmark_distance")
+
+EMPTY = "empty value"
+NOT_AN_OBJECT = "not a JSON object with the expected field types"
+BAD_EVENT_TIME = "event_time is not YYYY-MM-DDTHH:MM:SS"
+BAD_POINT = "pickup point is not a longitude/latitude"
+REASONS = (EMPTY, NOT_AN_OBJECT, *(f"missing field {f}" for f in REQUIRED), BAD_EVENT_TIME, BAD_POINT)
+
+_LONG = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # Spark's long
+# The decoded record: every known field optional (null or absent → None); the added fields only to notice them.
+Ride = msgspec.defstruct(
+    "Ride",
+    [(f, (_LONG if kind is int else kind) | None, None) for f, kind in FIELD_TYPES.items()]
+    + [(f, Any, msgspec.UNSET) for f in ADDED],
+    gc=False,
+)
+_DECODER = msgspec.json.Decoder(Ride)
+_POINTS = tuple((lm.name, lm.lon, lm.lat) for lm in LANDMARKS)
+# what a good record's value gets before its closing brace, per landmark (the distance follows)
+_SPLICE = {lm.name: f', "{ADDED[0]}": "{lm.name}", "{ADDED[1]}": '.encode() for lm in LANDMARKS}
+_ARROW_TYPES = {str: pa.string(), int: pa.int64(), float: pa.float64()}
+_ARROW_SCHEMA = pa.schema([(f, _ARROW_TYPES[k]) for f, k in FIELD_TYPES.items()]
+                          + [(ADDED[0], pa.string()), (ADDED[1], pa.float64())])
 
 
-def parse(raw: DataFrame) -> DataFrame:
-    """Source rows (partition, offset, key, value bytes, ...) → the same plus `r` (the parsed struct)."""
-    text = F.col("value").cast("string")
-    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "allowNonNumericNumbers": "false"}
-    return raw.withColumn("text", text).withColumn("r", F.from_json("text", INPUT_SCHEMA, opts))
+class BadRecord(ValueError):
+    """A record the job cannot enrich; `reason` is one of `REASONS`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
-def reason() -> Column:
-    """Why a parsed record is rejected, or null when it is good (first failing check wins)."""
-    r = F.col("r")
-    expr = F.when(F.col("value").isNull(), F.lit("empty value"))
-    expr = expr.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not a JSON object with the expected field types"))
+def _valid_time(text: str) -> bool:
+    """`YYYY-MM-DDTHH:MM:SS` and a real date and time (month 13 or February 30 fail)."""
+    # with the separators in place, fromisoformat only accepts digits in the other 14 positions
+    if len(text) != 19 or text[4:17:3] != "--T::":
+        return False
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse(value: bytes | None) -> Any:
+    """The validated record (a `Ride`) of one Kafka value; `BadRecord` with the first failing check's reason."""
+    if not value:
+        raise BadRecord(EMPTY)
+    try:
+        rec = _DECODER.decode(value)
+    except msgspec.DecodeError:  # not JSON, not an object, or a field of the wrong type
+        raise BadRecord(NOT_AN_OBJECT) from None
     for name in REQUIRED:
-        expr = expr.when(r[name].isNull(), F.lit(f"missing field {name}"))
-    expr = expr.when(F.try_to_timestamp(r["event_time"], F.lit(EVENT_TIME_FORMAT)).isNull(),
-                     F.lit("event_time is not YYYY-MM-DDTHH:MM:SS"))
-    lon, lat = r["pickup_lon"], r["pickup_lat"]
-    expr = expr.when(F.isnan(lon) | F.isnan(lat) | (F.abs(lon) > 180) | (F.abs(lat) > 90),
-                     F.lit("pickup point is not a longitude/latitude"))
-    return expr
+        if getattr(rec, name) is None:
+            raise BadRecord(f"missing field {name}")
+    if not _valid_time(rec.event_time):
+        raise BadRecord(BAD_EVENT_TIME)
+    if not (abs(rec.pickup_lon) <= 180 and abs(rec.pickup_lat) <= 90):
+        raise BadRecord(BAD_POINT)
+    return rec
 
 
-def _distance(lm: Landmark) -> Column:
-    r = F.col("r")
-    return F.sqrt((r["pickup_lon"] - F.lit(lm.lon)) ** 2 + (r["pickup_lat"] - F.lit(lm.lat)) ** 2)
+def nearest(lon: float, lat: float) -> tuple[str, float]:
+    """(name, distance) of the landmark nearest to (lon, lat), Euclidean in degrees; a tie goes to the first."""
+    best_name, best = "", math.inf
+    for name, x, y in _POINTS:
+        dx, dy = lon - x, lat - y
+        d = math.sqrt(dx * dx + dy * dy)
+        if d < best:
+            best_name, best = name, d
+    return best_name, best
 
 
-def enrich() -> tuple[Column, Column]:
-    """(name, distance) of the nearest landmark to the pickup point; ties go to the earlier landmark."""
-    dists = [_distance(lm) for lm in LANDMARKS]
-    best = F.least(*dists)
-    name = None
-    for lm, d in zip(LANDMARKS, dists, strict=True):
-        name = F.when(d == best, F.lit(lm.name)) if name is None else name.when(d == best, F.lit(lm.name))
-    return name, best
+def enrich(value: bytes) -> tuple[bytes, bytes]:
+    """(output key, output value) of a good record: keyed by its `key`, the value being the input JSON object with
+    `nearest_landmark` and `landmark_distance` added. Raises `BadRecord` for a bad one."""
+    rec = parse(value)
+    name, dist = nearest(rec.pickup_lon, rec.pickup_lat)
+    key = rec.key.encode()
+    if rec.nearest_landmark is not msgspec.UNSET or rec.landmark_distance is not msgspec.UNSET:
+        # never from the producer: re-serialise rather than repeat a key
+        return key, msgspec.json.encode({**msgspec.json.decode(value), ADDED[0]: name, ADDED[1]: dist})
+    body = value.rstrip()  # a JSON object: ends with "}" once trailing whitespace is gone
+    return key, b"".join((body[:-1], _SPLICE[name], msgspec.json.encode(dist), b"}"))
 
 
-def classify(raw: DataFrame, topic: str) -> DataFrame:
-    """Source rows → `partition, offset, reason, key, enriched, dead`.
-
-    A good record has a null `reason`, is keyed by its unique `key` and carries `enriched` (its fields plus
-    `nearest_landmark` and `landmark_distance`). A bad one carries `dead` (reason, where it was read, raw text)
-    and is keyed by where it was read, `topic/partition/offset`, which is unique too.
-    """
-    parsed = parse(raw).withColumn("reason", reason())
-    name, dist = enrich()
-    good = F.col("reason").isNull()
-    enriched = F.struct(*[F.col("r")[f].alias(f) for f in FIELDS], name.alias("nearest_landmark"),
-                        dist.alias("landmark_distance"))
-    dead = F.struct(F.col("reason"), F.lit(topic).alias("topic"), F.col("partition"), F.col("offset"),
-                    F.col("text").alias("raw"))
-    origin = F.concat_ws("/", F.lit(topic), F.col("partition").cast("string"), F.col("offset").cast("string"))
-    return parsed.select(
-        "partition",
-        "offset",
-        "reason",
-        F.when(good, F.col("r")["key"]).otherwise(origin).alias("key"),
-        F.when(good, enriched).alias("enriched"),
-        F.when(~good, dead).alias("dead"),
-    )
+def enriched_row(value: bytes) -> dict[str, Any]:
+    """The enriched record as a dict of the `FIELD_TYPES` fields plus the two new ones (the Parquet sink's row)."""
+    rec = parse(value)
+    row = {f: getattr(rec, f) for f in FIELD_TYPES}
+    row[ADDED[0]], row[ADDED[1]] = nearest(rec.pickup_lon, rec.pickup_lat)
+    return row
 
 
-def as_messages(classified: DataFrame) -> DataFrame:
-    """Classified rows → `partition, reason, key, value` (key and JSON value as UTF-8 bytes) for the writer."""
-    value = F.when(F.col("reason").isNull(), F.to_json("enriched")).otherwise(F.to_json("dead"))
-    return classified.select("partition", "reason", F.col("key").cast("binary").alias("key"),
-                             value.cast("binary").alias("value"))
+ENRICHED_SCHEMA = ", ".join(
+    [f"{f} {'string' if k is str else 'long' if k is int else 'double'}" for f, k in FIELD_TYPES.items()]
+    + [f"{ADDED[0]} string", f"{ADDED[1]} double"])
+
+
+def enriched_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """`mapInArrow` body of the Parquet sink: source rows (`value`) → `ENRICHED_SCHEMA` rows of the good records."""
+    for batch in batches:
+        rows = []
+        for value in batch.column("value").to_pylist():
+            try:
+                rows.append(enriched_row(value))
+            except BadRecord:
+                continue
+        yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_SCHEMA)
+
+
+def dead_letter(reason: str, topic: str, partition: int, offset: int, value: bytes | None) -> tuple[bytes, bytes]:
+    """(key, value) of a dead letter: keyed `topic/partition/offset` (unique), the raw text kept for inspection."""
+    raw = value.decode("utf-8", "replace") if value is not None else ""
+    body = {"reason": reason, "topic": topic, "partition": partition, "offset": offset, "raw": raw}
+    return f"{topic}/{partition}/{offset}".encode(), msgspec.json.encode(body)

@@ -1,68 +1,19 @@
-"""The job's Spark logic on a local session: enrichment against a pure-Python reference, reasons for bad
-records, and the Kafka source reading exact offsets under admission control."""
+"""The job on a local Spark session and the session's broker: the Kafka source reading exact offsets under
+admission control, the whole job with malformed records (dead letters, every output checked against the
+pure-Python reference), and the Parquet sink."""
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pytest
 
 from jobs.landmarks import LANDMARKS
-from jobs.records import classify
 from tests.job import ridegen
+from tests.job.reference import check_enriched
 
 pytestmark = pytest.mark.e2e
-
-
-def reference_nearest(lon: float, lat: float) -> tuple[str, float]:
-    """Pure-Python reference: the landmark with the smallest Euclidean distance in degrees (first wins a tie)."""
-    best_name, best_d = "", math.inf
-    for lm in LANDMARKS:
-        d = math.sqrt((lon - lm.lon) ** 2 + (lat - lm.lat) ** 2)
-        if d < best_d:
-            best_name, best_d = lm.name, d
-    return best_name, best_d
-
-
-def frame(spark: Any, values: list[bytes], topic_partitions: int = 2) -> Any:
-    rows = [(i % topic_partitions, i, None, v, 0) for i, v in enumerate(values)]
-    return spark.createDataFrame(rows, "partition int, offset long, key binary, value binary, timestamp_ms long")
-
-
-def test_enrichment_of_10000_records_equals_the_reference(spark_local: Any) -> None:
-    records = [json.loads(v) for _, v, _ in ridegen.values(10_000, seed=7)]
-    # include the landmarks themselves: distance 0 and the right name
-    for j, lm in enumerate(LANDMARKS):
-        records[j]["pickup_lon"], records[j]["pickup_lat"] = lm.lon, lm.lat
-    out = classify(frame(spark_local, [json.dumps(r).encode() for r in records]), "rides")
-    got = {r["key"]: r for r in out.select("key", "reason", "enriched.*").collect()}
-    assert len(got) == 10_000
-    names = set()
-    for rec in records:
-        row = got[rec["key"]]
-        assert row["reason"] is None
-        name, dist = reference_nearest(rec["pickup_lon"], rec["pickup_lat"])
-        assert row["nearest_landmark"] == name, rec
-        assert abs(row["landmark_distance"] - dist) <= 1e-9
-        assert row["ride_id"] == rec["ride_id"] and row["pickup_lat"] == rec["pickup_lat"]
-        names.add(name)
-    assert names == {lm.name for lm in LANDMARKS}
-    assert got[records[0]["key"]]["landmark_distance"] == 0.0
-
-
-def test_bad_records_carry_a_reason(spark_local: Any) -> None:
-    expected = [
-        "not a JSON object", "not a JSON object", "not a JSON object", "missing field key", "not a JSON object",
-        "event_time", "longitude/latitude",
-    ]
-    out = classify(frame(spark_local, list(ridegen.MALFORMED)), "rides").orderBy("offset").collect()
-    assert len(out) == len(expected)
-    for row, want in zip(out, expected, strict=True):
-        assert row["reason"] is not None and want in row["reason"], (row, want)
-        assert row["key"] == f"rides/{row['partition']}/{row['offset']}"
-        assert row["enriched"] is None and row["dead"]["raw"] is not None
 
 
 def test_source_reads_exact_offsets_within_the_batch_limit(spark_local: Any, kafka_bootstrap: str,
@@ -110,8 +61,9 @@ def test_malformed_records_go_to_the_dead_letter_topic_and_the_rest_is_processed
                                               checkpoint=tmp_path / "ck", available_now=True))
     output = ridegen.read_all(kafka_bootstrap, out)
     assert sorted(k for k, _ in output) == sorted(good)
-    sample = json.loads(output[0][1])
-    assert sample["nearest_landmark"] and sample["landmark_distance"] >= 0
+    sent = {json.loads(v)["key"].encode(): json.loads(v) for _, v, ok in ridegen.values(10_000, 100) if ok}
+    for key, value in output:
+        check_enriched(sent[key], key, value)
     dead = ridegen.read_all(kafka_bootstrap, dlq)
     assert len(dead) == 100 and len({k for k, _ in dead}) == 100
     for key, value in dead:

@@ -1,0 +1,102 @@
+"""The job's record logic (jobs/records.py, what the writer runs on every record): enrichment against a
+pure-Python reference, the reasons of bad records, the dead-letter value, the Parquet rows."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from jobs import records
+from jobs.landmarks import LANDMARKS
+from tests.job import ridegen
+from tests.job.reference import check_enriched, reference_nearest
+
+
+def test_enrichment_of_10000_records_equals_the_reference() -> None:
+    recs = [json.loads(v) for _, v, _ in ridegen.values(10_000, seed=7)]
+    for j, lm in enumerate(LANDMARKS):  # the landmarks themselves: distance 0 and the right name
+        recs[j]["pickup_lon"], recs[j]["pickup_lat"] = lm.lon, lm.lat
+    names = set()
+    for rec in recs:
+        key, value = records.enrich(json.dumps(rec).encode())
+        names.add(check_enriched(rec, key, value))
+    assert names == {lm.name for lm in LANDMARKS}
+    assert json.loads(records.enrich(json.dumps(recs[0]).encode())[1])["landmark_distance"] == 0.0
+
+
+def test_a_tie_goes_to_the_first_landmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records, "_POINTS", (("first", 1.0, 1.0), ("second", 1.0, 1.0), ("third", 9.0, 9.0)))
+    assert records.nearest(4.0, 5.0) == ("first", 5.0)
+    assert records.nearest(LANDMARKS[2].lon, LANDMARKS[2].lat)[0] == "first"
+
+
+@pytest.mark.parametrize("value,reason", [
+    (None, "empty value"),
+    (b"", "empty value"),
+    *[(v, r) for v, r in zip(ridegen.MALFORMED, [
+        "not a JSON object", "not a JSON object", "not a JSON object", "missing field key", "not a JSON object",
+        "event_time", "longitude/latitude"], strict=True)],
+    (b'"a string"', "not a JSON object"),
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": -73.9, "pickup_lat": 40.7,'
+     b' "dup": true}', "not a JSON object"),  # a boolean is not a long
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": -73.9, "pickup_lat": 40.7,'
+     b' "dup": 9223372036854775808}', "not a JSON object"),  # past Spark's long
+    (b'{"key": 7, "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": -73.9, "pickup_lat": 40.7}',
+     "not a JSON object"),
+    (b'{"key": "k", "ride_id": null, "event_time": "2013-05-01T00:00:00", "pickup_lon": -73.9, "pickup_lat": 4}',
+     "missing field ride_id"),
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-13-01T00:00:00", "pickup_lon": -73.9, "pickup_lat": 40.7}',
+     "event_time"),
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-02-30T00:00:00", "pickup_lon": -73.9, "pickup_lat": 40.7}',
+     "event_time"),
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-05-01 00:00:00", "pickup_lon": -73.9, "pickup_lat": 40.7}',
+     "event_time"),
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00.5", "pickup_lon": -73.9, "pickup_lat": 4}',
+     "event_time"),
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": 1e400, "pickup_lat": 4}',
+     "not a JSON object"),  # not a finite number
+    (b'{"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": -180.5, "pickup_lat": 4}',
+     "longitude/latitude"),
+])
+def test_bad_records_carry_their_reason(value: bytes | None, reason: str) -> None:
+    with pytest.raises(records.BadRecord) as err:
+        records.enrich(value)
+    assert reason in err.value.reason and err.value.reason in records.REASONS
+
+
+def test_lenient_where_the_types_allow() -> None:
+    rec = {"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": -74, "pickup_lat": 41,
+           "dup": None, "extra": {"kept": [1, 2]}}
+    key, value = records.enrich(b"  " + json.dumps(rec, indent=2).encode() + b"\n ")
+    check_enriched(rec, key, value)
+    row = records.enriched_row(json.dumps(rec).encode())
+    assert row["pickup_lon"] == -74.0 and type(row["pickup_lon"]) is float and row["dup"] is None
+
+
+def test_a_record_that_already_has_the_new_fields_gets_them_once() -> None:
+    rec = {"key": "k", "ride_id": "r", "event_time": "2013-05-01T00:00:00", "pickup_lon": -73.99, "pickup_lat": 40.7,
+           "nearest_landmark": "stale"}
+    _, value = records.enrich(json.dumps(rec).encode())
+    assert value.count(b"nearest_landmark") == 1
+    assert json.loads(value)["nearest_landmark"] == reference_nearest(-73.99, 40.7)[0]
+
+
+def test_dead_letter_is_keyed_by_origin_and_keeps_the_raw_text() -> None:
+    key, value = records.dead_letter("empty value", "rides", 3, 17, b"\xff{")
+    assert key == b"rides/3/17"
+    assert json.loads(value) == {"reason": "empty value", "topic": "rides", "partition": 3, "offset": 17,
+                                 "raw": "\ufffd{"}
+
+
+def test_parquet_batches_hold_the_good_records_enriched() -> None:
+    vals = [v for _, v, _ in ridegen.values(300, malformed_every=10)]
+    out = list(records.enriched_batches(iter([pa.RecordBatch.from_pydict({"value": vals})])))
+    table = pa.Table.from_batches(out)
+    assert table.num_rows == 270
+    assert table.schema.names == [*records.FIELD_TYPES, *records.ADDED]
+    first = json.loads(vals[0])
+    assert table.column("key")[0].as_py() == first["key"]
+    assert table.column("nearest_landmark")[0].as_py() == reference_nearest(first["pickup_lon"],
+                                                                            first["pickup_lat"])[0]

@@ -8,22 +8,36 @@ from typing import Any
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from jobs.produce import MAX_BATCH_BYTES, BatchProducer, ProduceError, encode_batch, encode_record
+from jobs.produce import MAX_BATCH_BYTES, BatchProducer, ProduceError, _Buffer, encode_batch, encode_record
 from tests.job import ridegen
 
 
-def test_encoded_batch_decodes_with_kafka_python() -> None:
+@pytest.mark.parametrize("gzip", [False, True])
+def test_encoded_batch_decodes_with_kafka_python(gzip: bool) -> None:
     values = [b"v" * (i * 37) for i in range(400)]  # lengths past one and two varint bytes
     keys = [None if i % 7 == 0 else f"key-{i}".encode() for i in range(400)]
     batch = DefaultRecordBatch(bytearray(encode_batch(
-        [encode_record(i, k, v) for i, (k, v) in enumerate(zip(keys, values, strict=True))], 1_700_000_000_123)))
+        [encode_record(i, k, v) for i, (k, v) in enumerate(zip(keys, values, strict=True))], 1_700_000_000_123,
+        gzip)))
     assert batch.magic == 2 and batch.validate_crc()
+    assert batch.compression_type == (1 if gzip else 0)
     records = list(batch)
     assert [r.offset for r in records] == list(range(400))
     assert [r.key for r in records] == keys
     assert [r.value for r in records] == values
     assert {r.timestamp for r in records} == {1_700_000_000_123}
     assert all(r.headers == [] for r in records)
+
+
+def test_the_producers_buffer_encodes_like_encode_record() -> None:
+    buf = _Buffer()
+    records = []
+    for i in range(300):  # offset deltas, key and value lengths past one varint byte
+        key, value = (None if i % 5 == 0 else b"k" * i), b"v" * (i * 53)
+        buf.add(key, value)
+        records.append(encode_record(i, key, value))
+    assert buf.count == 300 and buf.size == sum(map(len, records))
+    assert buf.batch(1_700_000_000_123, False) == encode_batch(records, 1_700_000_000_123)
 
 
 def test_batches_reach_the_broker_in_order(kafka_bootstrap: str, kafka_topic_factory: Any) -> None:

@@ -12,7 +12,10 @@ stream processing", DEBS 2024), for one configuration (a set of nodes):
    `backlog_tolerance` of what was injected (default a tenth of `tolerance`, so that noise is not read as
    growth but an overload of more than ~0.1% is; a live target, whose micro-batches make the backlog move in
    steps of seconds of input, documents a larger one — gesscale/testbed/probe_target.py);
-4. the search stops when (hi - lo) / hi < `precision`; the MST is the highest successful rate.
+4. the search stops when (hi - lo) / hi < `precision` (or after `max_steps` rates); the MST is the highest
+   successful rate. A target may offer `expected_mst(nodes)`, a guess of where the MST lies (the live target
+   measures the saturated throughput): midpoints are then taken in a bracket centred on the guess, whose floor
+   is never a result; when nothing in the bracket is sustained the search falls back to [0, hi].
 
 The confidence of a measurement is the relative spread (p95 - p5) / median of the per-second processed rate
 over the observation phase of the last successful rate. The procedure only needs a `ProbeTarget`, so it runs
@@ -56,10 +59,12 @@ class ProbeParams:
 
 @dataclass(frozen=True)
 class Window:
-    """Per-second processed records and the backlog at the end of each second, for one injection window."""
+    """Per-second processed records and the backlog at the end of each second, for one injection window;
+    `injected`, when the target knows it, the records that actually arrived each second."""
 
     processed: Sequence[float]
     backlog: Sequence[float]
+    injected: Sequence[float] = ()
 
 
 class ProbeTarget(Protocol):
@@ -125,20 +130,31 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
     target.configure(nodes)
     hi = upper_bound = float(target.upper_bound(nodes))
     lo = 0.0
+    # A target that measured where the MST probably is (live: the saturated throughput) lets the search start
+    # there: midpoints are taken in [floor, hi], the bracket symmetric around the guess. The floor is never a
+    # result (only sustained rates are); once a rate at or below it fails, the search falls back to [0, hi].
+    guess = getattr(target, "expected_mst", None)
+    expected = guess(nodes) if callable(guess) else None
+    floor = max(0.0, 2 * float(expected) - hi) if expected else 0.0
     target.inject(hi, params.warmup_s)
     target.inject(0.0, params.cooldown_s)
     best_window: Window | None = None
     steps: list[dict[str, float]] = []
     for _ in range(params.max_steps):
-        if hi <= 0 or (hi - lo) / hi < params.precision:
+        if floor > lo and (hi - floor) / hi < params.precision:
+            floor = lo  # nothing in the guessed bracket was sustained: the guess was wrong, search below it
+        bottom = max(lo, floor)
+        if hi <= 0 or (hi - bottom) / hi < params.precision:
             break
-        rate = (lo + hi) / 2
+        rate = (bottom + hi) / 2
         target.inject(0.0, params.cooldown_s)
         target.inject(rate, params.inject_s)
         window = target.inject(rate, params.observe_s)
         ok, processed = _succeeds(rate, window, params)
         steps.append({"rate": rate, "processed": processed, "growth": backlog_growth(window.backlog),
                       "ok": float(ok)})
+        if len(window.injected):
+            steps[-1]["injected"] = float(np.mean(window.injected))
         if on_step:
             on_step(steps[-1])
         if ok:

@@ -41,6 +41,35 @@ def test_dichotomy_converges_to_the_capacity_without_noise() -> None:
     assert any(not s["ok"] for s in r.steps) and any(s["ok"] for s in r.steps)
 
 
+class _Guessing(SimProbeTarget):
+    """Offers a guess of the MST and searches up to 1.3 x the guess (as the live target does with the saturated
+    throughput it measured)."""
+
+    def __init__(self, *args: object, factor: float) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.factor = factor
+
+    def expected_mst(self, nodes: tuple[str, ...]) -> float:
+        return self.factor * self.truth.mst(len(nodes), self.lmap.nd_max(nodes))
+
+    def upper_bound(self, nodes: tuple[str, ...]) -> float:
+        return 1.3 * self.expected_mst(nodes)
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.9, 1.2, 1.5])
+def test_a_guess_only_steers_the_search_never_the_result(factor: float) -> None:
+    # factor 1.5: the whole bracket [1.05, 1.95] x MST around the guess fails; the search falls back below it.
+    truth = SC.truth.__class__(alpha=50, beta=1.0, gamma=0.0, noise=0.0)
+    params = ProbeParams(precision=0.01)
+    plain = measure_mst(SimProbeTarget(truth, SC.latency_map), ("pi01", "pi02"), 1.0, params)
+    guided = measure_mst(_Guessing(truth, SC.latency_map, factor=factor), ("pi01", "pi02"), 1.0, params)
+    assert guided.mst == pytest.approx(100.0, rel=0.011)
+    assert all(s["rate"] <= 100.0 * 1.001 for s in guided.steps if s["ok"])
+    assert guided.steps[0]["rate"] == pytest.approx(factor * 100.0)
+    if factor <= 1.2:
+        assert len(guided.steps) < len(plain.steps)
+
+
 def test_controller_with_a_calibrated_model_scales_down_without_first_scaling_up(tmp_path: Path) -> None:
     sc = scenario_from_dict({
         "name": "down",

@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from jobs.produce import MAX_BATCH_BYTES, BatchProducer, ProduceError, _Buffer, encode_batch, encode_record
+from jobs.produce import CODECS, MAX_BATCH_BYTES, BatchProducer, ProduceError, _Buffer, encode_batch, encode_record
 from tests.job import ridegen
 
 
-@pytest.mark.parametrize("gzip", [False, True])
-def test_encoded_batch_decodes_with_kafka_python(gzip: bool) -> None:
+@pytest.mark.parametrize("compression", list(CODECS))
+def test_encoded_batch_decodes_with_kafka_python(compression: str) -> None:
     values = [b"v" * (i * 37) for i in range(400)]  # lengths past one and two varint bytes
     keys = [None if i % 7 == 0 else f"key-{i}".encode() for i in range(400)]
     batch = DefaultRecordBatch(bytearray(encode_batch(
         [encode_record(i, k, v) for i, (k, v) in enumerate(zip(keys, values, strict=True))], 1_700_000_000_123,
-        gzip)))
+        compression)))
     assert batch.magic == 2 and batch.validate_crc()
-    assert batch.compression_type == (1 if gzip else 0)
+    assert batch.compression_type == CODECS[compression]
     records = list(batch)
     assert [r.offset for r in records] == list(range(400))
     assert [r.key for r in records] == keys
@@ -37,12 +37,13 @@ def test_the_producers_buffer_encodes_like_encode_record() -> None:
         buf.add(key, value)
         records.append(encode_record(i, key, value))
     assert buf.count == 300 and buf.size == sum(map(len, records))
-    assert buf.batch(1_700_000_000_123, False) == encode_batch(records, 1_700_000_000_123)
+    assert buf.batch(1_700_000_000_123, "none") == encode_batch(records, 1_700_000_000_123)
 
 
-def test_batches_reach_the_broker_in_order(kafka_bootstrap: str, kafka_topic_factory: Any) -> None:
+@pytest.mark.parametrize("compression", list(CODECS))
+def test_batches_reach_the_broker_in_order(kafka_bootstrap: str, kafka_topic_factory: Any, compression: str) -> None:
     topic = kafka_topic_factory(partitions=2, prefix="produce")
-    producer = BatchProducer(kafka_bootstrap)
+    producer = BatchProducer(kafka_bootstrap, compression=compression)
     value = b"x" * 300
     n = 2 * MAX_BATCH_BYTES // 300 + 17  # several full batches plus a partial one per partition
     try:

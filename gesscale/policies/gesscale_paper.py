@@ -55,6 +55,10 @@ class GesscalePolicy(Policy):
         if ctx.in_warmup:
             return Decision(n, "warm-up")
         if is_root_of_back_pressure(obs.bp_upstream, obs.bp_operator, ctx.config.bp_high):
+            if obs.backlog_growth < 0 and obs.backlog <= 0:
+                # Caught up within the period: for part of it there was nothing left to process, so CT is bounded
+                # by the input, not by the capacity, and is no measurement of MST.
+                return Decision(n, f"caught up within the period at {obs.throughput:.0f}/s: no MST measurement")
             self.model.add(Measurement(n, self._nd(obs.nd_max_ms), obs.throughput))
             if obs.backlog_growth < 0:
                 # Saturated but the backlog shrinks: MST exceeds the input and the operator is catching up with

@@ -35,6 +35,13 @@ def test_scale_up_while_catching_up_records_but_does_not_grow() -> None:
     assert d.target == 2 and len(p.model.measurements_) == 1
 
 
+def test_a_backlog_drained_within_the_period_is_no_mst_measurement() -> None:
+    # Held back for most of the period, then nothing left: the throughput is what the input allowed.
+    p = GesscalePolicy()
+    d = p.decide(obs(bp_up=0.8, throughput=593.0, input_rate=0.0, growth=-5944.0, backlog=0.0), ctx())
+    assert d.target == 2 and not p.model.measurements_
+
+
 def test_no_decision_during_warmup() -> None:
     p = GesscalePolicy()
     d = p.decide(obs(bp_up=1.0, growth=10.0), ctx(since=60.0, warmup_s=180.0))

@@ -43,15 +43,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_idle(pid: int, timeout_s: float = 120.0) -> None:
-    """Wait until process `pid` used under 2% of a core over one second (the broker's snapshots are done)."""
+def wait_idle(pid: int, quiet_s: int = 3, timeout_s: float = 120.0) -> None:
+    """Wait until process `pid` used under 2% of a core in each of `quiet_s` seconds in a row (the broker's
+    snapshots are done; one may start a second or two after the write that causes it)."""
     deadline = time.monotonic() + timeout_s
     before = cpu_seconds(pid)
-    while time.monotonic() < deadline:
+    quiet = 0
+    while quiet < quiet_s and time.monotonic() < deadline:
         time.sleep(1.0)
         now = cpu_seconds(pid)
-        if now - before < 0.02:
-            return
+        quiet = quiet + 1 if now - before < 0.02 else 0
         before = now
 
 

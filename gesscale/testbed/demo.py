@@ -160,11 +160,14 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         timings["setup_s"] = time.monotonic() - t_start
         config = ControllerConfig(control_period_s=opts.control_period_s, warmup_s=opts.warmup_s,
                                   min_replicas=1, max_replicas=opts.nodes)
-        say(f"replaying one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x3); "
-            f"controller {opts.policy} ({opts.strategy}), period {opts.control_period_s:g} s")
+        say(f"testbed up in {timings['setup_s']:.0f} s; the job's first micro-batch ({WARMUP_RECORDS} warm-up "
+            "records) starts the executor's JVM code and Python workers inside its budget ...")
         t_warm = time.monotonic()
         _wait_first_batch(tb.job, timeout_s=300.0)
         timings["warm_up_s"] = time.monotonic() - t_warm
+        say(f"job warm after {timings['warm_up_s']:.0f} s; replaying one taxi day in {opts.day_s:.0f} s "
+            f"({opts.rides_per_day} rides x3); controller {opts.policy} ({opts.strategy}), "
+            f"period {opts.control_period_s:g} s")
         producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,

@@ -12,7 +12,8 @@ computed for the same partitions, scheduled by an unthrottled rate pattern, sent
 fetching the topic's metadata inside its clock; docs/data-plane.md says which version measured which figures.)
 Rounds alternate bare / producer, each run on a fresh embedded broker (noida-db slows down as its state file
 grows, which would otherwise favour whichever side ran first); with --kafka, on fresh topics of that broker.
-Prints each run and the median ratio producer / bare (target >= 0.8), for 1 and 3 records per ride.
+Prints each run (with the load average and the CPU time per record of each side) and the median ratio producer
+/ bare (target >= 0.8), for 1 and 3 records per ride.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -59,6 +61,14 @@ def gesscale_producer(bootstrap: str, topic: str, n: int, duplication: int) -> f
     result = produce(opts, lambda message: None)
     assert result.stats.acked == n, result.stats
     return n / result.stats.elapsed_s  # first record due -> every record acknowledged, as for the bare loop
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process so far, every thread (the sending loop and kafka-python's sender thread).
+
+    Printed next to the rates: on a busy machine the rates swing with other load, CPU per record much less."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Brokers:
@@ -118,11 +128,16 @@ def main() -> None:
             print(f"{args.records} records of ~{size:.0f} B, {PARTITIONS} partitions, {duplication} record(s) per "
                   f"ride, on {where}")  # fmt: skip
             for round_no in range(1, args.rounds + 1):
-                bare = bare_loop(*brokers.fresh("bare"), records)
-                ours = gesscale_producer(*brokers.fresh("prod"), args.records, duplication)
+                target, cpu = brokers.fresh("bare"), cpu_s()
+                bare = bare_loop(*target, records)
+                bare_cpu = (cpu_s() - cpu) / args.records * 1e6
+                target, cpu = brokers.fresh("prod"), cpu_s()
+                ours = gesscale_producer(*target, args.records, duplication)
+                ours_cpu = (cpu_s() - cpu) / args.records * 1e6
                 ratios.append(ours / bare)
                 print(f"  round {round_no}: bare kafka-python {bare:,.0f} rec/s, gesscale produce {ours:,.0f} rec/s, "
-                      f"ratio {ours / bare:.2f} (load average {os.getloadavg()[0]:.2f})")  # fmt: skip
+                      f"ratio {ours / bare:.2f} (load average {os.getloadavg()[0]:.2f}; CPU µs per record, client "
+                      f"set-up included: bare {bare_cpu:.1f}, producer {ours_cpu:.1f})")  # fmt: skip
             print(
                 f"  median ratio producer/bare, duplication {duplication}: {statistics.median(ratios):.2f} "
                 "(target >= 0.8)"

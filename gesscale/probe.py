@@ -15,7 +15,9 @@ stream processing", DEBS 2024), for one configuration (a set of nodes):
 4. the search stops when (hi - lo) / hi < `precision` (or after `max_steps` rates); the MST is the highest
    successful rate. A target may offer `expected_mst(nodes)`, a guess of where the MST lies (the live target
    measures the saturated throughput): midpoints are then taken in a bracket centred on the guess, whose floor
-   is never a result; when nothing in the bracket is sustained the search falls back to [0, hi].
+   is never a result; when nothing in the bracket is sustained the search falls back to [0, hi]. A rate that
+   fails with a processed rate p short of it by more than `tolerance` saturated the operator at p: the bracket
+   becomes [p (1 - 3 tolerance), min(rate, p (1 + tolerance))], the next rate p (1 - tolerance).
 
 The confidence of a measurement is the relative spread (p95 - p5) / median of the per-second processed rate
 over the observation phase of the last successful rate. The procedure only needs a `ProbeTarget`, so it runs
@@ -161,6 +163,11 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
             lo, best_window = rate, window
         else:
             hi = rate
+            if lo < processed < rate * (1 - params.tolerance):
+                # The operator was saturated at `processed` (its MST, as Gesscale reads it under back pressure):
+                # narrow the bracket around it, so the next rate is just below what it managed.
+                hi = min(hi, processed * (1 + params.tolerance))
+                floor = max(lo, processed * (1 - 3 * params.tolerance))
     spread = math.nan
     if best_window is not None and len(best_window.processed):
         p = np.asarray(best_window.processed, dtype=float)

@@ -41,8 +41,9 @@ def _params(backend: str, overrides: dict[str, Any]) -> Any:
         base = ProbeParams()
     given = {k: v for k, v in overrides.items() if v is not None}
     for k, v in given.items():
-        if (k == "max_steps" and v < 1) or (k != "max_steps" and v <= 0) or (k in ("tolerance", "precision") and
-                                                                               v >= 1):
+        low = 1 if k == "max_steps" else 0
+        bad = v < low or (v == 0 and k not in ("cooldown_s",)) or (k in ("tolerance", "precision") and v >= 1)
+        if bad:
             raise UserError(f"--{k.replace('_', '-')} out of range: {v}")
     return replace(base, **given)
 
@@ -77,6 +78,9 @@ def register(app: typer.Typer) -> None:
                                                "[default: sim 60, local 20]."),
         inject_s: float | None = typer.Option(None, "--inject-s", help="Injection phase before observing (s) "
                                               "[default: sim 60, local 10]."),
+        cooldown_s: float | None = typer.Option(None, "--cooldown-s", help="Cool-down before each tried rate "
+                                                "(s; local: at most this long, until the backlog is drained; 0: "
+                                                "none) [default: sim 30, local 30]."),
         tolerance: float | None = typer.Option(None, "--tolerance", help="A rate succeeds when the processed rate "
                                                "is within this fraction of it and the backlog grew by at most "
                                                "this fraction of the input [default: sim 0.01 (backlog 0.001), "
@@ -92,6 +96,8 @@ def register(app: typer.Typer) -> None:
                                                "control (records per micro-batch); the model holds for this."),
         run_dir: Path = typer.Option(Path("out/calibrate"), "--run-dir", help="local: folder of the testbed "
                                      "(logs, the job's batches.jsonl)."),
+        job_warmup_s: float = typer.Option(45.0, "--job-warmup-s", help="local: keep the fresh job saturated this "
+                                           "long before the first measurement (JIT warm-up; 0: none)."),
         port_shift: int = typer.Option(0, "--port-shift", help="local: added to every testbed port (run beside "
                                        "another testbed)."),
     ) -> None:
@@ -108,7 +114,8 @@ def register(app: typer.Typer) -> None:
         if backend not in BACKENDS:
             raise UserError(f"backend {backend!r} is not available for calibrate; use sim or local "
                             "(k8s: not yet, see docs/calibration.md)")
-        params = _params(backend, {"observe_s": observe_s, "inject_s": inject_s, "tolerance": tolerance,
+        params = _params(backend, {"observe_s": observe_s, "inject_s": inject_s, "cooldown_s": cooldown_s,
+                                   "tolerance": tolerance,
                                    "backlog_tolerance": tolerance if backend == "local" else None,
                                    "precision": precision, "max_steps": max_steps})
         kinds = [k.strip() for k in placements.split(",") if k.strip()]
@@ -131,7 +138,7 @@ def register(app: typer.Typer) -> None:
             lmap = load_latency_map(latency_map or DEFAULT_MAP)
             configs = configurations(lmap, _ints(replicas), kinds)
             opts = LocalCalibrationOptions(run_dir=run_dir, node_cpu=node_cpu, max_rows_per_batch=max_rows_per_batch,
-                                           port_shift=port_shift)
+                                           port_shift=port_shift, job_warmup_s=job_warmup_s)
             opts.validate()
             _check_out(out)
             title = f"Capacity probe on the local testbed ({node_cpu:g} core per fog node)"

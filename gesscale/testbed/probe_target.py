@@ -3,9 +3,8 @@
 `LocalProbeTarget` implements `gesscale.probe.ProbeTarget`:
 
 - `configure(nodes)` makes the job's executors run on exactly those fog nodes (the `live` strategy of the local
-  backend: workers started and stopped, executors added and killed through the job's hook), waits until the
-  backlog is drained, then sends one micro-batch of records and waits for it, so every executor's Python
-  workers are started before anything is measured;
+  backend: workers started and stopped, executors added and killed through the job's hook) with the backlog
+  drained;
 - `inject(rate, seconds)` sends ride records at `rate` records/s into the input topic (unique keys
   `probe<tag>x<seq>-0`, so exactly-once stays checkable) and reports each second's processed records and
   backlog; `inject(0, s)` is the cool-down: no input until the backlog is drained (at most `s` seconds);
@@ -112,7 +111,8 @@ def window_from_samples(batches: Sequence[dict[str, Any]], t0: float, ends: Sequ
 
 def saturated_rate(batches: Sequence[dict[str, Any]]) -> float | None:
     """Throughput over the held-back batches of a drained burst: rows of the 2nd..last held-back batch over the
-    time from the completion of the 1st to that of the last (whole batches only); None with fewer than 3."""
+    time from the completion of the 1st to that of the last (whole batches only; the 1st, which also starts a
+    new executor's Python workers, is left out); None with fewer than 3."""
     held = [b for b in distinct_batches(batches) if b.get("held_back") and b["num_input_rows"] > 0]
     if len(held) < 3:
         return None
@@ -290,7 +290,8 @@ class LocalProbeTarget:
 
     # -- ProbeTarget --------------------------------------------------------------------------------------
     def configure(self, nodes: tuple[str, ...]) -> None:
-        """Executors on exactly `nodes`, backlog drained, one micro-batch run on the new executors."""
+        """Executors on exactly `nodes`, backlog drained. (A new executor's Python workers start during the
+        first micro-batch of `upper_bound`'s burst, which the saturated throughput leaves out.)"""
         if not self.drain(self.settle_timeout_s):
             raise UserError(f"the backlog did not drain within {self.settle_timeout_s:.0f} s")
         lmap = self.backend.latency_map
@@ -298,11 +299,23 @@ class LocalProbeTarget:
         have = set(self.backend.current().nodes)
         if have != set(nodes):
             raise UserError(f"executors run on {sorted(have)}, not on {sorted(nodes)}")
-        t = time.time()
-        self.injector.burst(self.job.settings.max_rows_per_batch)
-        self._wait_batch_after(t, self.settle_timeout_s)
+
+    def warm_up(self, seconds: float) -> int:
+        """Keep the job saturated for `seconds` (bursts of one micro-batch whenever fewer than two wait), then
+        drain; returns the records sent. A fresh job's micro-batches get several times shorter over its first
+        minute or two (JIT in the driver and executors), so the first configuration would be measured cold."""
+        rows = self.job.settings.max_rows_per_batch
+        start = self.injector.sent
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self._alive()
+            if self.backlog() < 2 * rows:
+                self.injector.burst(rows)
+                self.injector.flush()
+            time.sleep(0.25)
         if not self.drain(self.settle_timeout_s):
-            raise UserError(f"the backlog did not drain within {self.settle_timeout_s:.0f} s")
+            raise UserError(f"the warm-up's backlog did not drain within {self.settle_timeout_s:.0f} s")
+        return self.injector.sent - start
 
     def upper_bound(self, nodes: tuple[str, ...]) -> float:
         """Saturated throughput while draining a burst of `burst_batches` full batches, plus `headroom`."""

@@ -82,3 +82,10 @@ def test_testbed_nodes_are_the_union_of_the_configurations_in_map_order() -> Non
     assert [len(c) for c in configs] == [1, 2, 3]
     nodes = testbed_nodes(lmap, configs)
     assert set(nodes) == set(configs[-1]) and nodes == [n for n in lmap.names if n in nodes]
+
+
+def test_live_configurations_are_measured_largest_first() -> None:
+    from gesscale.testbed.calibration import measuring_order
+
+    configs = [("a",), ("a", "b"), ("a", "c"), ("a", "b", "c")]
+    assert measuring_order(configs) == [("a", "b", "c"), ("a", "b"), ("a", "c"), ("a",)]

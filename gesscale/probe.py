@@ -12,9 +12,10 @@ stream processing", DEBS 2024), for one configuration (a set of nodes):
    `backlog_tolerance` of what was injected (default a tenth of `tolerance`, so that noise is not read as
    growth but an overload of more than ~0.1% is; a live target, whose micro-batches make the backlog move in
    steps of seconds of input, documents a larger one — gesscale/testbed/probe_target.py);
-4. the search stops when (hi - lo) / hi < `precision` (or after `max_steps` rates); the MST is the highest
-   successful rate. A target may offer `expected_mst(nodes)`, a guess of where the MST lies (the live target
-   measures the saturated throughput): midpoints are then taken in a bracket centred on the guess, whose floor
+4. the search stops when (hi - lo) / hi < `precision` and some rate failed (or after `max_steps` rates); the
+   MST is the highest successful rate (`bounded` false when no rate failed: then it is only a lower bound).
+   A target may offer `expected_mst(nodes)`, a guess of where the MST lies (the live target measures the
+   saturated throughput): midpoints are then taken in a bracket centred on the guess, whose floor
    is never a result; when nothing in the bracket is sustained the search falls back to [0, hi]. A rate that
    fails with a processed rate p short of it by more than `tolerance` saturated the operator at p: the bracket
    becomes [p (1 - 3 tolerance), min(rate, p (1 + tolerance))], the next rate p (1 - tolerance).
@@ -93,6 +94,7 @@ class ProbeResult:
     spread: float
     steps: list[dict[str, float]] = field(default_factory=list)
     upper_bound: float = math.nan  # where the search started (the target's upper bound)
+    bounded: bool = True  # False when no tried rate failed: the MST is at least `mst`, how much more is unknown
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -142,11 +144,13 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
     target.inject(0.0, params.cooldown_s)
     best_window: Window | None = None
     steps: list[dict[str, float]] = []
+    failed = False  # a rate above the result failed: the MST is bracketed, not only bounded below
     for _ in range(params.max_steps):
         if floor > lo and (hi - floor) / hi < params.precision:
             floor = lo  # nothing in the guessed bracket was sustained: the guess was wrong, search below it
         bottom = max(lo, floor)
-        if hi <= 0 or (hi - bottom) / hi < params.precision:
+        # Without a failure the top of the bracket is the target's bound, never observed: keep climbing.
+        if hi <= 0 or ((hi - bottom) / hi < params.precision and failed):
             break
         rate = (bottom + hi) / 2
         target.inject(0.0, params.cooldown_s)
@@ -162,7 +166,7 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
         if ok:
             lo, best_window = rate, window
         else:
-            hi = rate
+            hi, failed = rate, True
             if lo < processed < rate * (1 - params.tolerance):
                 # The operator was saturated at `processed` (its MST, as Gesscale reads it under back pressure):
                 # narrow the bracket around it, so the next rate is just below what it managed.
@@ -173,7 +177,7 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
         p = np.asarray(best_window.processed, dtype=float)
         med = float(np.median(p))
         spread = float((np.percentile(p, 95) - np.percentile(p, 5)) / med) if med > 0 else math.nan
-    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps, upper_bound)
+    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps, upper_bound, failed)
 
 
 def configurations(lmap: LatencyMap, replicas: Sequence[int], placements: Sequence[str]) -> list[tuple[str, ...]]:

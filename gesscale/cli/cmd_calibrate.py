@@ -164,8 +164,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _measured(r: Any) -> str:
+    bound = "" if r.bounded else ", no tried rate failed: a lower bound"
     return (f"  measured n={r.n} ({','.join(r.nodes)}) ND_max={r.nd_max_ms:.1f} ms: MST {r.mst:.1f}/s "
-            f"(spread {r.spread:.1%}) after {len(r.steps)} rates")
+            f"(spread {r.spread:.1%}) after {len(r.steps)} rates{bound}")
 
 
 def _report(console: Console, title: str, cal: Any) -> None:
@@ -173,7 +174,8 @@ def _report(console: Console, title: str, cal: Any) -> None:
     for col in ("n", "nodes", "ND_max ms", "MST /s", "spread", "model /s"):
         table.add_column(col, justify="right" if col != "nodes" else "left")
     for r in cal.results:
-        table.add_row(str(r.n), ",".join(r.nodes), f"{r.nd_max_ms:.1f}", f"{r.mst:.1f}", f"{r.spread:.1%}",
+        mst = f"{r.mst:.1f}" if r.bounded else f"≥ {r.mst:.1f}"
+        table.add_row(str(r.n), ",".join(r.nodes), f"{r.nd_max_ms:.1f}", mst, f"{r.spread:.1%}",
                       f"{cal.model.predict(r.n, r.nd_max_ms):.1f}")
     console.print(table)
     m = cal.model

@@ -112,3 +112,16 @@ def test_calibrate_cli_writes_the_model(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "gesscale", "calibrate", "--backend", "nowhere"],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "not available" in r.stderr
+
+
+def test_a_search_that_never_failed_reports_a_lower_bound() -> None:
+    truth = SC.truth.__class__(alpha=50, beta=1.0, gamma=0.0, noise=0.0)
+
+    class LowBound(SimProbeTarget):
+        def upper_bound(self, nodes: tuple[str, ...]) -> float:
+            return 80.0  # below the true MST of 100: a wrong "surely above"
+
+    low = measure_mst(LowBound(truth, SC.latency_map), ("pi01", "pi02"), 1.0, ProbeParams(max_steps=6))
+    assert all(s["ok"] for s in low.steps) and len(low.steps) == 6  # it kept climbing instead of stopping
+    assert not low.bounded and 75.0 < low.mst < 80.0
+    assert measure_mst(SimProbeTarget(truth, SC.latency_map), ("pi01", "pi02"), 1.0).bounded

@@ -75,22 +75,22 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("out/model.json"), "--out", help="Model file to write."),
         seed: int = typer.Option(1, "--seed", help="sim: seed of the simulator's capacity noise."),
         observe_s: float | None = typer.Option(None, "--observe-s", help="Observation phase per tried rate (s) "
-                                               "[default: sim 60, local 20]."),
+                                               "(default: sim 60, local 15)."),
         inject_s: float | None = typer.Option(None, "--inject-s", help="Injection phase before observing (s) "
-                                              "[default: sim 60, local 10]."),
+                                              "(default: sim 60, local 5)."),
         cooldown_s: float | None = typer.Option(None, "--cooldown-s", help="Cool-down before each tried rate "
                                                 "(s; local: at most this long, until the backlog is drained; 0: "
-                                                "none) [default: sim 30, local 30]."),
+                                                "none) (default: sim 30, local 30)."),
         tolerance: float | None = typer.Option(None, "--tolerance", help="A rate succeeds when the processed rate "
                                                "is within this fraction of it and the backlog grew by at most "
-                                               "this fraction of the input [default: sim 0.01 (backlog 0.001), "
-                                               "local 0.05 (both)]."),
+                                               "this fraction of the input (default: sim 0.01 with backlog 0.001, "
+                                               "local 0.05 for both)."),
         precision: float | None = typer.Option(None, "--precision", help="Stop when (hi - lo) / hi is below "
-                                               "this [default: sim 0.01, local 0.1]."),
+                                               "this once a rate failed (default: sim 0.01, local 0.15)."),
         max_steps: int | None = typer.Option(None, "--max-steps", help="Most rates tried per configuration "
-                                             "[default: sim 20, local 4]."),
+                                             "(default: sim 20, local 3)."),
         latency_map: Path | None = typer.Option(None, "--latency-map", help="local: latency map naming the fog "
-                                                "nodes [default: inventory/latency/fog9.yaml]."),
+                                                "nodes (default: inventory/latency/fog9.yaml)."),
         node_cpu: float = typer.Option(0.25, "--node-cpu", help="local: CPU budget of each fog node (cores)."),
         max_rows_per_batch: int = typer.Option(2000, "--max-rows-per-batch", help="local: the job's admission "
                                                "control (records per micro-batch); the model holds for this."),
@@ -105,9 +105,9 @@ def register(app: typer.Typer) -> None:
         and report each measurement with its spread and the model's error on a held-out configuration.
 
         With --backend local a testbed (broker, Spark master, the fog nodes the configurations use, the job) is
-        brought up in --run-dir and torn down at the end, also on Ctrl-C; one configuration takes about 1-3
-        minutes. The model file's `model` entry is what `gesscale run --model` and `gesscale simulate --model`
-        start from. See docs/calibration.md.
+        brought up in --run-dir and torn down at the end, also on Ctrl-C; with the defaults it took about a
+        minute per configuration here, plus about 80 s of setup and job warm-up. The model file's `model` entry
+        is what `gesscale run --model` and `gesscale simulate --model` start from. See docs/calibration.md.
         """
         from gesscale.probe import configurations
 

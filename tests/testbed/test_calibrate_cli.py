@@ -38,3 +38,11 @@ def test_help_names_both_backends_and_the_live_knobs(capsys: pytest.CaptureFixtu
     for flag in ("--backend", "--job-warmup-s", "--cooldown-s", "--port-shift", "--node-cpu"):
         assert flag in out
     assert "local" in out and "sim" in out
+    from gesscale.testbed.probe_target import LIVE_PARAMS
+
+    flat = " ".join(out.replace("│", " ").split())
+    p = LIVE_PARAMS
+    for text in (f"sim 60, local {p.observe_s:g})", f"sim 60, local {p.inject_s:g})",
+                 f"sim 30, local {p.cooldown_s:g})", f"local {p.tolerance:g} for both",
+                 f"local {p.precision:g})", f"sim 20, local {p.max_steps})"):
+        assert text in flat, text  # the help states the live defaults the code uses

@@ -21,14 +21,15 @@ from gesscale.config import ControllerConfig
 from gesscale.model_file import load_model_file
 from gesscale.observation import NodeState, Observation, Placement
 from gesscale.testbed import DEFAULT_MAP
+from gesscale.testbed.cgroups import PREFIX
 from gesscale.testbed.controller import LiveController
 from netem.latency_map import load_latency_map
-from tests.testbed.test_live_e2e import _leftovers
+from tests.testbed.test_live_e2e import CPU_ROOT, _leftovers
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIFT = 600
 # Short live phases: the test checks the procedure and the ordering of 1, 2, 3 nodes, not a fine MST.
-FAST = ["--inject-s", "4", "--observe-s", "10", "--cooldown-s", "0", "--max-steps", "2", "--job-warmup-s", "30"]
+FAST = ["--inject-s", "4", "--observe-s", "10", "--cooldown-s", "0", "--max-steps", "3", "--job-warmup-s", "20"]
 
 
 class _OneObservation(Backend):
@@ -70,16 +71,22 @@ class _OneObservation(Backend):
 def test_live_calibration_orders_1_2_3_nodes_and_starts_a_controller(tmp_path: Path) -> None:
     out = tmp_path / "model.json"
     t0 = time.monotonic()
-    r = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "gesscale", "calibrate", "--backend", "local", "--replicas", "1,2,3",
          "--placements", "near", "--node-cpu", "0.25", "--port-shift", str(SHIFT), "--run-dir",
          str(tmp_path / "tb"), "--out", str(out), *FAST],
-        capture_output=True, text=True, cwd=ROOT, timeout=420)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        stdout, stderr = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # SIGTERM: the command tears its testbed down
+        stdout, stderr = proc.communicate(timeout=120)
     took = time.monotonic() - t0
-    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
-    print(r.stdout)
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    print(stdout)
     assert took < 300, f"calibration took {took:.0f} s"
     assert _leftovers(range(15100 + SHIFT, 15100 + SHIFT + 3)) == []
+    assert list(CPU_ROOT.glob(f"{PREFIX}{proc.pid}")) == []  # the command's cgroups are gone
     assert not (tmp_path / "tb" / "testbed.json").exists()
 
     doc = json.loads(out.read_text())
@@ -90,7 +97,7 @@ def test_live_calibration_orders_1_2_3_nodes_and_starts_a_controller(tmp_path: P
     for m in ms:
         assert m["steps"] and any(s["ok"] for s in m["steps"])
         assert m["spread"] >= 0 and m["mst"] < m["upper_bound"]
-    assert doc["backend"] == "local" and "MST" in r.stdout and f"wrote {out}" in r.stdout
+    assert doc["backend"] == "local" and "MST" in stdout and f"wrote {out}" in stdout
 
     # A controller started from the file, at 3 replicas in a quiet period (a third of what one node sustains),
     # scales down at its first decision: the model says fewer nodes sustain the input.

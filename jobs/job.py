@@ -49,11 +49,17 @@ class JobConfig:
     available_now: bool = False
     driver_host: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
+    output_bootstrap: str | None = None  # default: `bootstrap` (output and dead-letter topics next to the input)
 
     @property
     def dead_letter_topic(self) -> str:
         """The dead-letter topic's name."""
         return self.dead_letter or f"{self.input}-dead-letter"
+
+    @property
+    def sink_bootstrap(self) -> str:
+        """The Kafka holding the output and dead-letter topics: `output_bootstrap`, else the input's."""
+        return self.output_bootstrap or self.bootstrap
 
     def validate(self) -> None:
         """Raise UserError for values the job cannot run with."""
@@ -91,7 +97,8 @@ class JobState:
 
 
 def _check_broker(cfg: JobConfig) -> int:
-    """Partitions of the input topic; create the output topics like it. UserError when unreachable/missing."""
+    """Partitions of the input topic; create the output topics like it (on the output's Kafka). UserError when
+    a Kafka is unreachable or the input is missing."""
     from kafka.errors import KafkaError
 
     from jobs.kafka_io import ensure_topic, partition_counts
@@ -104,7 +111,10 @@ def _check_broker(cfg: JobConfig) -> int:
         raise UserError(f"input topic {cfg.input!r} does not exist on {cfg.bootstrap}")
     topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
     for topic in topics:
-        ensure_topic(cfg.bootstrap, topic, parts)
+        try:
+            ensure_topic(cfg.sink_bootstrap, topic, parts)
+        except KafkaError as err:
+            raise UserError(f"cannot create topic {topic!r} on Kafka at {cfg.sink_bootstrap}: {err}") from err
     return parts
 
 
@@ -136,15 +146,19 @@ def _spark(cfg: JobConfig) -> Any:
 
 
 def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
-    """The `foreachBatch` function: enrich one micro-batch of source rows and write it exactly once."""
+    """The `foreachBatch` function: enrich one micro-batch of source rows and write it exactly once.
+
+    Everything about the output (partition counts, the end offsets logged before a batch, the producer and a
+    replay's key scan) is asked of `cfg.sink_bootstrap`.
+    """
     from jobs.kafka_io import OffsetsReader, partition_counts
     from jobs.kafka_sink import COUNTS_SCHEMA, SinkLog, WriteSpec, write_partition
     from jobs.records import ENRICHED_SCHEMA, enriched_batches
 
     sink_log = SinkLog(cfg.checkpoint)
     topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
-    parts = partition_counts(cfg.bootstrap, topics)
-    offsets = OffsetsReader(cfg.bootstrap)
+    parts = partition_counts(cfg.sink_bootstrap, topics)
+    offsets = OffsetsReader(cfg.sink_bootstrap)
 
     def write(df: Any, batch_id: int) -> None:
         state.busy(True)
@@ -157,7 +171,7 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
         starts, replay = sink_log.begin(batch_id, lambda: offsets.end_offsets(topics))
         if replay:
             log.warning("batch %d runs again (after a restart): skipping records already written", batch_id)
-        spec = WriteSpec(cfg.bootstrap, cfg.input, cfg.output, cfg.dead_letter_topic, parts, starts, replay,
+        spec = WriteSpec(cfg.sink_bootstrap, cfg.input, cfg.output, cfg.dead_letter_topic, parts, starts, replay,
                          write_good=cfg.sink == "kafka")
         if cfg.sink == "parquet":
             df.persist()

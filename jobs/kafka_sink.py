@@ -63,7 +63,7 @@ class SinkLog:
 class WriteSpec:
     """What each write task needs: where to write, how topics are partitioned, and the batch's start offsets."""
 
-    bootstrap: str
+    bootstrap: str  # the Kafka of the output and dead-letter topics: the producer and the replay's key scan use it
     input: str
     output: str
     dead_letter: str

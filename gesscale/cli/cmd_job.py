@@ -29,6 +29,9 @@ def register(app: typer.Typer) -> None:
     @job.command("run")
     def run(
         bootstrap: str = typer.Option(..., "--bootstrap", help="Kafka bootstrap address, host:port."),
+        output_bootstrap: str = typer.Option(None, "--output-bootstrap",
+                                             help="Kafka of the output and dead-letter topics, host:port "
+                                                  "[default: --bootstrap]."),
         input_topic: str = typer.Option("rides", "--input", help="Topic the rides are read from."),
         output: str = typer.Option("rides-enriched", "--output",
                                    help="Output topic (--sink kafka) or folder (--sink parquet)."),
@@ -77,7 +80,7 @@ def register(app: typer.Typer) -> None:
             trigger_ms=trigger_ms, starting_offsets=starting_offsets, executors=executors,
             metrics_jsonl=metrics_jsonl, http_host=http_host, http_port=http_port, ui_port=ui_port,
             bp_window_s=bp_window_s, stop_when_idle_s=stop_when_idle_s, available_now=available_now,
-            driver_host=driver_host, spark_conf=_conf(conf),
+            driver_host=driver_host, spark_conf=_conf(conf), output_bootstrap=output_bootstrap,
         )
         last = run_job(cfg)
         if last is not None:

@@ -3,6 +3,8 @@
 `add` raises the target by one and waits for the new executor, so a backend that has made a chosen node the
 only place with a free slot (a worker started there, or a Kubernetes node label) gets its executor there and
 learns where it landed. `remove` kills the executors of a host (or given ids) and waits until they are gone.
+`warm` runs the warm-up job of `jobs.warm`, so that a just-added executor pays its cold start before the
+stream's micro-batches reach it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ class ScalingHook:
     """Add, remove and retarget executors of the running application, waiting for the change to show."""
 
     def __init__(self, control: ExecutorControl, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, poll_s: float = 0.25) -> None:
+                 clock: Callable[[], float] = time.monotonic, poll_s: float = 0.25,
+                 warmer: Callable[[int], dict[str, Any]] | None = None) -> None:
         self.control = control
+        self._warmer = warmer
         self._sleep = sleep
         self._clock = clock
         self._poll_s = poll_s
@@ -74,6 +78,19 @@ class ScalingHook:
         killed = self.control.kill(chosen)
         gone, current = self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
         return {"target": self.control.target(), "removed": killed, "gone": gone, "executors": current}
+
+    def warm(self) -> dict[str, Any]:
+        """Run the warm-up job with one task per active executor; its figures (`ok`, `warm_s`, `tasks`).
+
+        A failure is reported (`ok` false, `error`), not raised: the warm-up only saves time."""
+        if self._warmer is None:
+            raise HookError("this job has no warm-up")
+        executors = self.control.executors()
+        try:
+            figures = self._warmer(len(executors))
+        except Exception as err:  # noqa: BLE001 - a failed warm-up (an executor lost meanwhile) only costs speed
+            return {"ok": False, "error": f"{type(err).__name__}: {str(err)[:300]}", "executors": executors}
+        return {"ok": True, **figures, "executors": executors}
 
     def settle(self, target: int, wait_s: float = 60.0, quiet_s: float = 3.0) -> list[str]:
         """Bring a just-started application to exactly `target` executors; returns the ids it removed.

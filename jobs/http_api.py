@@ -7,6 +7,7 @@ Routes (see docs/job.md for bodies):
   POST /executors/target    {"target": N, "wait_s": 0}               (auth)
   POST /executors/add       {"host": "H" (optional), "wait_s": 60}  (auth)
   POST /executors/remove    {"host": "H"} or {"ids": [...]}, "wait_s": 30 (auth)
+  POST /executors/warm      {} : run the warm-up job (jobs/warm.py) on every executor (auth)
 Auth: header `Authorization: Bearer <token>`, token from the environment variable `GESSCALE_JOB_TOKEN`;
 without it the hook routes answer 403.
 """
@@ -69,6 +70,8 @@ class DriverApi:
                 return _json(200, self.hook.set_target(int(args["target"]), float(args.get("wait_s", 0))))
             if method == "POST" and path == "/executors/add":
                 return _json(200, self.hook.add(args.get("host"), float(args.get("wait_s", 60))))
+            if method == "POST" and path == "/executors/warm":
+                return _json(200, self.hook.warm())
             if method == "POST" and path == "/executors/remove":
                 return _json(200, self.hook.remove(args.get("host"), args.get("ids"), float(args.get("wait_s", 30))))
         except (HookError, KeyError, ValueError, TypeError) as err:

@@ -134,6 +134,8 @@ def _spark(cfg: JobConfig) -> Any:
         .config("spark.executor.cores", "1")
         .config("spark.standalone.executorRemoveDelayOnDisconnection", "0s")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        # Python workers fork from a daemon that has imported the job's modules (jobs/spark_daemon.py)
+        .config("spark.python.daemon.module", "jobs.spark_daemon")
     )
     if cfg.driver_host:
         builder = builder.config("spark.driver.host", cfg.driver_host).config("spark.driver.bindAddress",
@@ -259,11 +261,12 @@ def run(cfg: JobConfig) -> dict[str, Any] | None:
 def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[str, Any] | None:
     from jobs.executors import SparkExecutorControl
     from jobs.hook import ScalingHook
+    from jobs.warm import warm_up
 
     spark = _spark(cfg)
     try:
         control = SparkExecutorControl(spark.sparkContext)
-        hook = ScalingHook(control)
+        hook = ScalingHook(control, warmer=lambda tasks: warm_up(spark, tasks))
         if cfg.executors is not None and not control.local:
             removed = hook.settle(cfg.executors)
             if removed:

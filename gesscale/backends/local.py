@@ -12,8 +12,9 @@ line per batch, so none is missed), and the input topic's end offsets from the b
 
 Execute, per strategy (DESIGN §3):
 - `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
-  job's scaling hook and waits for the executor there; scale-down kills the node's executors through the hook,
-  then stops its worker. The query keeps running.
+  job's scaling hook, waits for the executor there and has the driver run its warm-up job (`jobs/warm.py`,
+  unless `warm=False`), so that the new executor's cold start does not stall a micro-batch; scale-down kills
+  the node's executors through the hook, then stops its worker. The query keeps running.
 - `restart`: stop the job between batches (the checkpoint holds the offsets), start/stop workers, start the job
   again with the new executor count.
 The reported pause is measured, not assumed: the longest gap between completed micro-batches from the last
@@ -31,6 +32,7 @@ from typing import Any
 
 from gesscale.backends.base import Backend
 from gesscale.errors import UserError
+from gesscale.k8s.hook_client import HookError
 from gesscale.observation import NodeState, Observation, Placement
 from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
@@ -114,7 +116,8 @@ class LocalBackend(Backend):
     """Spark standalone on this machine: fog nodes as budgeted workers, the job through its scaling hook."""
 
     def __init__(self, fleet: Fleet, job: TestbedJob, latency_map: LatencyMap, *, strategy: str = "live",
-                 control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0) -> None:
+                 control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0,
+                 warm: bool = True) -> None:
         if strategy not in STRATEGIES:
             raise UserError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
         missing = [n for n in fleet.names if n not in latency_map.nodes]
@@ -126,6 +129,7 @@ class LocalBackend(Backend):
         self.strategy = strategy
         self.period_s = control_period_s
         self.settle_timeout_s = settle_timeout_s
+        self.warm = warm
         self._input_end = input_end or self._broker_input_end
         self.log = BatchLog(job)
         self.reconfigurations: list[ReconfigRecord] = []
@@ -277,6 +281,16 @@ class LocalBackend(Backend):
         hook.set_target(count + 1)
         if not self._wait(lambda: any(e["host"] == host for e in self.executors())):
             raise UserError(f"no executor came up on {node} ({host}) within {self.settle_timeout_s:.0f} s")
+        if self.warm:
+            try:
+                result = hook.warm(timeout_s=self.settle_timeout_s)
+            except HookError as err:
+                log.warning("warm-up of the executor on %s not run: %s", node, err)
+            else:
+                if result.get("ok"):
+                    log.info("executor on %s warmed up in %.1f s", node, result.get("warm_s", 0.0))
+                else:
+                    log.warning("warm-up of the executor on %s failed: %s", node, result.get("error"))
 
     def _live_remove(self, node: str) -> None:
         host = self.fleet.host_of(node)

@@ -122,6 +122,12 @@ class HttpDriverHook:
                                         idempotent=True, extra_timeout_s=wait_s)
         return self._check("POST", "/executors/target", status, payload)
 
+    def warm(self, timeout_s: float = 120.0) -> dict[str, Any]:
+        """`POST /executors/warm`: the driver's warm-up job on every executor (sent once; `ok` false if it
+        failed). Answers when the job is done, which takes a new executor's cold start."""
+        status, payload = self._request("POST", "/executors/warm", {}, idempotent=False, extra_timeout_s=timeout_s)
+        return self._check("POST", "/executors/warm", status, payload)
+
     def remove(self, ids: list[str], wait_s: float = 30.0) -> dict[str, Any]:
         """`POST /executors/remove` by executor ids (sent once)."""
         status, payload = self._request("POST", "/executors/remove", {"ids": list(ids), "wait_s": wait_s},

@@ -152,3 +152,27 @@ def test_settle_trims_executors_launched_beyond_the_target() -> None:
     hook = ScalingHook(cluster, sleep=lambda s: None, clock=lambda: float(next(ticks)))
     assert hook.settle(1, wait_s=30, quiet_s=2) == ["1", "2"]
     assert [e["host"] for e in cluster.executors()] == ["a"] and cluster.target() == 1
+
+
+def test_warm_runs_the_warmer_with_one_task_per_executor_and_reports_failures(api: Any) -> None:
+    driver_api, cluster = api
+    assert call("POST", "/executors/warm", {})[0] == 400  # this hook has no warm-up
+    asked: list[int] = []
+
+    def warmer(tasks: int) -> dict[str, Any]:
+        asked.append(tasks)
+        return {"tasks": tasks, "rows": tasks, "warm_s": 1.5}
+
+    driver_api.hook = ScalingHook(cluster, sleep=lambda s: None, warmer=warmer)
+    call("POST", "/executors/add", {"wait_s": 1})
+    status, body = call("POST", "/executors/warm", {})
+    assert status == 200 and body["ok"] is True and body["warm_s"] == 1.5
+    assert asked == [2] and len(body["executors"]) == 2
+
+    def broken(tasks: int) -> dict[str, Any]:
+        raise RuntimeError("executor 1 lost")
+
+    driver_api.hook = ScalingHook(cluster, sleep=lambda s: None, warmer=broken)
+    status, body = call("POST", "/executors/warm", {})
+    assert status == 200 and body["ok"] is False and "executor 1 lost" in body["error"]
+    assert call("POST", "/executors/warm", {}, token=None)[0] == 401

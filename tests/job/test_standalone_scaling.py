@@ -50,6 +50,8 @@ def test_hook_adds_on_a_chosen_host_and_removes_another_while_exactly_once_holds
         added = hook("POST", "/executors/add", {"host": other, "wait_s": 120})
         assert added["on_requested_host"] is True, added
         assert sorted(e["host"] for e in added["executors"]) == sorted(spark_standalone.worker_hosts)
+        warmed = hook("POST", "/executors/warm", {})  # the real warm-up job, next to the running query
+        assert warmed["ok"] is True and warmed["tasks"] == 2 and warmed["rows"] == 2, warmed
 
         removed = hook("POST", "/executors/remove", {"host": first_host, "wait_s": 60})
         assert removed["gone"] is True, removed

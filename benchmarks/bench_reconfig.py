@@ -6,7 +6,9 @@ adds fog2 and removes it again, first live (executors added/removed while the qu
 completed micro-batches around the change. Prints the pauses, the live/restart ratio (target: <= 0.2), and
 the exactly-once accounting by unique keys over the whole run.
 
-    .venv/bin/python benchmarks/bench_reconfig.py [--rate 100] [--node-cpu 0.5] [--out out/bench-reconfig]
+A live scale-up has the driver run its warm-up job on the new executor (jobs/warm.py) unless `--no-warm`.
+
+    .venv/bin/python benchmarks/bench_reconfig.py [--rate 100] [--node-cpu 0.5] [--no-warm] [--out out/bench-reconfig]
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="input records/s (constant; below one node's "
                     "capacity, so batches keep completing and the backlog drains)")
     ap.add_argument("--node-cpu", type=float, default=0.5, help="CPU budget per fog node (cores)")
+    ap.add_argument("--no-warm", action="store_true", help="live scale-up without the driver's warm-up job "
+                    "(jobs/warm.py), to see what it saves")
     ap.add_argument("--out", type=Path, default=Path("out/bench-reconfig"), help="run folder")
     args = ap.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
@@ -65,7 +69,7 @@ def main() -> None:
             [sys.executable, "-m", "gesscale", "produce", "--rate", str(args.rate), "--duration", "3600",
              "--kafka", tb.job.settings.bootstrap, "--topic", "rides", "--quiet"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        backend = LocalBackend(tb.fleet, tb.job, lmap, strategy="live")
+        backend = LocalBackend(tb.fleet, tb.job, lmap, strategy="live", warm=not args.no_warm)
         print(f"testbed up in {time.monotonic() - t0:.0f} s; waiting for the job to be warm", flush=True)
         wait_batches(backend, 4)
         for strategy in ("live", "restart"):

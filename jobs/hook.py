@@ -5,10 +5,18 @@ only place with a free slot (a worker started there, or a Kubernetes node label)
 learns where it landed. `remove` kills the executors of a host (or given ids) and waits until they are gone.
 `warm` runs the warm-up job of `jobs.warm`, so that a just-added executor pays its cold start before the
 stream's micro-batches reach it.
+
+`add(..., warm=True)` makes that deterministic. A micro-batch has as many tasks as `stream_slots()` says (the
+job coalesces its input to it): while the add is under way only the executors from before count, so no task
+of the stream ever waits for a core when the new executor registers (Spark would hand it that core at once,
+and the whole batch would wait for the cold start). Once the new executor shows up the hook submits the
+warm-up job; a micro-batch that starts in that instant waits until the job is submitted, so that the warm-up
+comes first in Spark's FIFO order and takes the new core. When the warm-up is done, the new executor counts.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +39,10 @@ class ScalingHook:
         self._sleep = sleep
         self._clock = clock
         self._poll_s = poll_s
+        # during add(warm=True): the executor ids from before, and when the warm-up job was submitted
+        self._held: set[str] | None = None
+        self._warm_submitted_at: float | None = None
+        self._lock = threading.Lock()
 
     def status(self) -> dict[str, Any]:
         """Current executors and target."""
@@ -52,20 +64,59 @@ class ScalingHook:
         reached, current = self._wait(lambda ex: len(ex) == target, wait_s)
         return {"target": target, "reached": reached, "executors": current}
 
-    def add(self, host: str | None = None, wait_s: float = 60.0) -> dict[str, Any]:
-        """Target + 1; wait up to `wait_s` for a new executor (on `host`, when given)."""
+    def add(self, host: str | None = None, wait_s: float = 60.0, warm: bool = False) -> dict[str, Any]:
+        """Target + 1; wait up to `wait_s` for a new executor (on `host`, when given). With `warm`, hold the
+        stream to the executors from before until the warm-up job has run on the new one (module docstring)."""
         before = self.control.executors()
         known = {e["id"] for e in before}
         current_target = self.control.target()
         base = len(before) if current_target is None else max(current_target, len(before))
-        self.control.set_target(base + 1)
+        if warm:
+            with self._lock:
+                self._held, self._warm_submitted_at = set(known), None
+        try:
+            self.control.set_target(base + 1)
 
-        def arrived(ex: list[dict[str, Any]]) -> bool:
-            return any(e["id"] not in known and (host is None or e["host"] == host) for e in ex)
+            def arrived(ex: list[dict[str, Any]]) -> bool:
+                return any(e["id"] not in known and (host is None or e["host"] == host) for e in ex)
 
-        ok, current = self._wait(arrived, wait_s)
-        new = [e for e in current if e["id"] not in known]
-        return {"target": base + 1, "added": new, "on_requested_host": ok, "executors": current}
+            ok, current = self._wait(arrived, wait_s)
+            new = [e for e in current if e["id"] not in known]
+            result = {"target": base + 1, "added": new, "on_requested_host": ok, "executors": current}
+            if warm and new:
+                result["warm"] = (self.warm(on_submit=self._mark_warm_submitted) if self._warmer is not None
+                                  else {"ok": False, "error": "this job has no warm-up"})
+            return result
+        finally:
+            if warm:
+                with self._lock:
+                    self._held = self._warm_submitted_at = None
+
+    def _mark_warm_submitted(self) -> None:
+        with self._lock:
+            self._warm_submitted_at = self._clock()
+
+    def stream_slots(self, settle_s: float = 0.3, patience_s: float = 5.0) -> int | None:
+        """How many tasks the next micro-batch should have: one per executor that counts (all of them, except
+        a new one during `add(warm=True)`); None in local mode (no limit).
+
+        If a new executor is already there but its warm-up job is not yet submitted (or was submitted less than
+        `settle_s` ago), wait for that, at most `patience_s`: the warm-up must reach Spark's queue first."""
+        if getattr(self.control, "local", False):
+            return None
+        deadline = self._clock() + patience_s
+        while True:
+            current = self.control.executors()
+            with self._lock:
+                held, submitted = self._held, self._warm_submitted_at
+            if held is None:
+                return max(1, len(current))
+            counted = [e for e in current if e["id"] in held]
+            newcomer = len(counted) < len(current)
+            settled = submitted is not None and self._clock() - submitted >= settle_s
+            if not newcomer or settled or self._clock() >= deadline:
+                return max(1, len(counted))
+            self._sleep(min(self._poll_s, 0.05))
 
     def remove(self, host: str | None = None, ids: list[str] | None = None, wait_s: float = 30.0) -> dict[str, Any]:
         """Kill the executors on `host` (or with `ids`); wait up to `wait_s` until they are no longer active."""
@@ -79,13 +130,15 @@ class ScalingHook:
         gone, current = self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
         return {"target": self.control.target(), "removed": killed, "gone": gone, "executors": current}
 
-    def warm(self) -> dict[str, Any]:
+    def warm(self, on_submit: Callable[[], None] | None = None) -> dict[str, Any]:
         """Run the warm-up job with one task per active executor; its figures (`ok`, `warm_s`, `tasks`).
 
         A failure is reported (`ok` false, `error`), not raised: the warm-up only saves time."""
         if self._warmer is None:
             raise HookError("this job has no warm-up")
         executors = self.control.executors()
+        if on_submit is not None:
+            on_submit()
         try:
             figures = self._warmer(len(executors))
         except Exception as err:  # noqa: BLE001 - a failed warm-up (an executor lost meanwhile) only costs speed

@@ -5,7 +5,7 @@ Routes (see docs/job.md for bodies):
   GET  /observation         the latest observation as JSON (no auth; 404 before the first batch)
   GET  /executors           executors and target                   (auth)
   POST /executors/target    {"target": N, "wait_s": 0}               (auth)
-  POST /executors/add       {"host": "H" (optional), "wait_s": 60}  (auth)
+  POST /executors/add       {"host": "H" (optional), "wait_s": 60, "warm": false}  (auth)
   POST /executors/remove    {"host": "H"} or {"ids": [...]}, "wait_s": 30 (auth)
   POST /executors/warm      {} : run the warm-up job (jobs/warm.py) on every executor (auth)
 Auth: header `Authorization: Bearer <token>`, token from the environment variable `GESSCALE_JOB_TOKEN`;
@@ -69,7 +69,8 @@ class DriverApi:
             if method == "POST" and path == "/executors/target":
                 return _json(200, self.hook.set_target(int(args["target"]), float(args.get("wait_s", 0))))
             if method == "POST" and path == "/executors/add":
-                return _json(200, self.hook.add(args.get("host"), float(args.get("wait_s", 60))))
+                return _json(200, self.hook.add(args.get("host"), float(args.get("wait_s", 60)),
+                                                bool(args.get("warm", False))))
             if method == "POST" and path == "/executors/warm":
                 return _json(200, self.hook.warm())
             if method == "POST" and path == "/executors/remove":

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -87,6 +88,8 @@ class JobState:
         self.writing = False
         self.batches = 0
         self.lock = threading.Lock()
+        # tasks a micro-batch should have (the hook's `stream_slots`); None: as many as the source plans
+        self.slots: Callable[[], int | None] | None = None
 
     def busy(self, writing: bool) -> None:
         """Mark the start/end of a batch's write."""
@@ -170,6 +173,11 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
             state.busy(False)
 
     def _write(df: Any, batch_id: int) -> None:
+        slots = _slots(state)
+        if slots is not None:
+            # one task per counted executor: no task waits for a core, so a new executor's core goes to the
+            # warm-up job, never to a task of a batch (jobs/hook.py). Coalescing reads the ranges in sequence.
+            df = df.coalesce(slots)
         starts, replay = sink_log.begin(batch_id, lambda: offsets.end_offsets(topics))
         if replay:
             log.warning("batch %d runs again (after a restart): skipping records already written", batch_id)
@@ -190,6 +198,17 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
             state.counts[batch_id] = counts
 
     return write
+
+
+def _slots(state: JobState) -> int | None:
+    """The task count for the next micro-batch, or None (no limit) when unknown."""
+    if state.slots is None:
+        return None
+    try:
+        return state.slots()
+    except Exception as err:  # noqa: BLE001 - the executor list is an optimisation; the batch runs regardless
+        log.warning("executor count unknown (%s): the micro-batch keeps the source's partitions", err)
+        return None
 
 
 def _listener(tracker: Any, control: Any, state: JobState, sink: Any) -> Any:
@@ -272,6 +291,8 @@ def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[
             if removed:
                 log.info("removed executors %s launched beyond the target of %d", ",".join(removed), cfg.executors)
         api.hook = hook
+        if not control.local:
+            state.slots = hook.stream_slots
         return _stream(cfg, spark, control, tracker, state)
     finally:
         spark.stop()

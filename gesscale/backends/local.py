@@ -12,9 +12,10 @@ line per batch, so none is missed), and the input topic's end offsets from the b
 
 Execute, per strategy (DESIGN §3):
 - `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
-  job's scaling hook, waits for the executor there and has the driver run its warm-up job (`jobs/warm.py`,
-  unless `warm=False`), so that the new executor's cold start does not stall a micro-batch; scale-down kills
-  the node's executors through the hook, then stops its worker. The query keeps running.
+  job's scaling hook and waits for the executor there; with `warm` (the default) the driver keeps the stream's
+  micro-batches on the old executors until its warm-up job has run on the new one (`jobs/warm.py`,
+  `jobs/hook.py`), so that the cold start does not stall a batch; scale-down kills the node's executors through
+  the hook, then stops its worker. The query keeps running.
 - `restart`: stop the job between batches (the checkpoint holds the offsets), start/stop workers, start the job
   again with the new executor count.
 The reported pause is measured, not assumed: the longest gap between completed micro-batches from the last
@@ -277,20 +278,18 @@ class LocalBackend(Backend):
         hook = self.job.hook
         host = self.fleet.host_of(node)
         self.fleet.start_worker(node)
-        count = len(self.executors())
-        hook.set_target(count + 1)
-        if not self._wait(lambda: any(e["host"] == host for e in self.executors())):
+        try:
+            result = hook.add(host=host, wait_s=self.settle_timeout_s, warm=self.warm,
+                              warm_timeout_s=self.settle_timeout_s)
+        except HookError as err:
+            raise UserError(f"adding an executor on {node} ({host}) failed: {err}") from err
+        if not result.get("on_requested_host"):
             raise UserError(f"no executor came up on {node} ({host}) within {self.settle_timeout_s:.0f} s")
-        if self.warm:
-            try:
-                result = hook.warm(timeout_s=self.settle_timeout_s)
-            except HookError as err:
-                log.warning("warm-up of the executor on %s not run: %s", node, err)
-            else:
-                if result.get("ok"):
-                    log.info("executor on %s warmed up in %.1f s", node, result.get("warm_s", 0.0))
-                else:
-                    log.warning("warm-up of the executor on %s failed: %s", node, result.get("error"))
+        warmed = result.get("warm")
+        if warmed is not None and warmed.get("ok"):
+            log.info("executor on %s warmed up in %.1f s before the stream used it", node, warmed.get("warm_s", 0.0))
+        elif warmed is not None:
+            log.warning("warm-up of the executor on %s failed: %s", node, warmed.get("error"))
 
     def _live_remove(self, node: str) -> None:
         host = self.fleet.host_of(node)

@@ -122,6 +122,15 @@ class HttpDriverHook:
                                         idempotent=True, extra_timeout_s=wait_s)
         return self._check("POST", "/executors/target", status, payload)
 
+    def add(self, host: str | None = None, wait_s: float = 60.0, warm: bool = False,
+            warm_timeout_s: float = 120.0) -> dict[str, Any]:
+        """`POST /executors/add` (sent once): target + 1, wait for the new executor (on `host`); with `warm`, the
+        driver runs its warm-up job on it before the stream's micro-batches may use it."""
+        body = {"host": host, "wait_s": wait_s, "warm": warm}
+        status, payload = self._request("POST", "/executors/add", body, idempotent=False,
+                                        extra_timeout_s=wait_s + (warm_timeout_s if warm else 0.0))
+        return self._check("POST", "/executors/add", status, payload)
+
     def warm(self, timeout_s: float = 120.0) -> dict[str, Any]:
         """`POST /executors/warm`: the driver's warm-up job on every executor (sent once; `ok` false if it
         failed). Answers when the job is done, which takes a new executor's cold start."""

@@ -176,3 +176,54 @@ def test_warm_runs_the_warmer_with_one_task_per_executor_and_reports_failures(ap
     status, body = call("POST", "/executors/warm", {})
     assert status == 200 and body["ok"] is False and "executor 1 lost" in body["error"]
     assert call("POST", "/executors/warm", {}, token=None)[0] == 401
+
+
+class FakeTime:
+    """A clock that only moves when slept on."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+    def clock(self) -> float:
+        return self.now
+
+
+def test_add_with_warm_holds_the_stream_to_the_old_executors_until_the_new_one_is_warm() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    cluster.set_target(1)
+    t = FakeTime()
+    seen_while_warming: list[int | None] = []
+    hook: ScalingHook
+
+    def warmer(tasks: int) -> dict[str, Any]:
+        t.sleep(0.5)  # the submitted job runs a while: the stream may go on, on the old executor only
+        seen_while_warming.append(hook.stream_slots())
+        return {"tasks": tasks, "rows": tasks, "warm_s": 9.0}
+
+    hook = ScalingHook(cluster, sleep=t.sleep, clock=t.clock, warmer=warmer)
+    assert hook.stream_slots() == 1
+    result = hook.add(host="b", wait_s=5, warm=True)
+    assert result["on_requested_host"] is True and result["warm"]["ok"] is True and result["warm"]["tasks"] == 2
+    assert seen_while_warming == [1]
+    assert hook.stream_slots() == 2  # warm: it counts now
+    hook.add(host=None, wait_s=0, warm=True)  # nothing free: no executor, no warm-up, nothing held afterwards
+    assert hook.stream_slots() == 2
+
+
+def test_a_batch_waits_for_the_warm_up_to_be_queued_when_the_new_executor_is_already_there() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    cluster.set_target(1)
+    t = FakeTime()
+    hook = ScalingHook(cluster, sleep=t.sleep, clock=t.clock)
+    hook._held = {"0"}  # an add(warm=True) under way, the way `add` sets it
+    cluster.set_target(2)  # the new executor registered; the warm-up job is not submitted yet
+    assert hook.stream_slots(settle_s=0.3, patience_s=2.0) == 1
+    assert t.now >= 2.0  # it waited its patience out
+    hook._mark_warm_submitted()
+    start = t.now
+    assert hook.stream_slots(settle_s=0.3, patience_s=2.0) == 1
+    assert 0.3 <= t.now - start < 0.5  # only until the job had `settle_s` to reach Spark's queue
+    assert ScalingHook(InMemoryCluster(["a"], local=True)).stream_slots() is None

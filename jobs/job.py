@@ -200,6 +200,13 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
     return write
 
 
+def _input_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """End offsets of `topic`'s partitions (for the warm-up's range)."""
+    from jobs.kafka_io import end_offsets
+
+    return end_offsets(bootstrap, [topic]).get(topic, {})
+
+
 def _slots(state: JobState) -> int | None:
     """The task count for the next micro-batch, or None (no limit) when unknown."""
     if state.slots is None:
@@ -280,12 +287,13 @@ def run(cfg: JobConfig) -> dict[str, Any] | None:
 def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[str, Any] | None:
     from jobs.executors import SparkExecutorControl
     from jobs.hook import ScalingHook
-    from jobs.warm import warm_up
+    from jobs.warm import WarmTarget, warm_up
 
     spark = _spark(cfg)
     try:
         control = SparkExecutorControl(spark.sparkContext)
-        hook = ScalingHook(control, warmer=lambda tasks: warm_up(spark, tasks))
+        target = WarmTarget(cfg.bootstrap, cfg.input, cfg.sink_bootstrap, cfg.dead_letter_topic)
+        hook = ScalingHook(control, warmer=lambda tasks: warm_up(spark, tasks, target, _input_ends))
         if cfg.executors is not None and not control.local:
             removed = hook.settle(cfg.executors)
             if removed:

@@ -194,6 +194,16 @@ class BatchProducer:
             raise ProduceError(f"{topic}[{partition}] has no leader")
         return broker.host, broker.port
 
+    def connect(self, topic: str, partition: int) -> None:
+        """Look up the partition's leader and open the connection a send would use, sending nothing (the
+        warm-up of a new executor, jobs/warm.py)."""
+        leader = self._leader(topic, partition)
+        if leader not in self._conns:
+            try:
+                self._conns[leader] = _Connection(*leader, self._timeout_s)
+            except OSError as err:
+                raise ProduceError(f"cannot connect to {leader[0]}:{leader[1]}: {err}") from err
+
     def send(self, topic: str, partition: int, key: bytes | None, value: bytes) -> None:
         """Queue one record; sends the partition's batch once it is large enough."""
         tp = (topic, partition)

@@ -1,53 +1,133 @@
 """Warm a just-added executor before the stream's micro-batches reach it.
 
-A new executor's first task pays a cold start that a warm one does not: Spark starts the executor's Python
-daemon, forks one Python worker for the Kafka source's read and one for the writer's `mapInArrow`, and each
-imports the job's modules; the JVM loads the Arrow and Python-runner classes. Inside a fog node's CPU budget
-this took 10-12 s at half a core (executor log of `bench_reconfig.py`: reader worker boot+init 2.3 s, writer
-worker 6.1 s). When that first task belongs to a micro-batch, the whole batch waits for it: the stream stalls.
+A new executor's first micro-batch task pays a cold start that a warm one does not: the Python daemon, one
+Python worker for the Kafka source's read and one for the writer's `mapInArrow`, their first Kafka clients, and
+the JVM's first pass through this plan (the source's Arrow batches to rows, rows to the writer's Arrow stream,
+the generated code for the projection). Inside a fog node's CPU budget this took 10-12 s at half a core and
+~43 s at a quarter core (executor logs of `bench_reconfig.py` and the demo), and the micro-batch it belonged
+to waited for it.
 
-`warm_up` runs a small batch job instead, right after the executor registered: a Spark range, then two chained
-`mapInArrow` steps (two Python workers in one task, as in a micro-batch) that import the source's and the
-writer's modules and enrich one sample record. The idle new executor takes one of its tasks at once and keeps
-its only core busy with the cold start while the micro-batches go on running on the warm executors; the idle
-Python workers it leaves behind are reused by the stream's tasks (PySpark's worker reuse). The others take
-theirs in milliseconds.
-
-It cannot help when the executor registers while a micro-batch still has tasks waiting for a core: Spark hands
-the new core to one of them before any warm-up job exists. Then the cold start stalls that batch as before.
+`warm_up` runs a small batch job shaped like a micro-batch instead: the source's own `read_range` over a few
+records the stream has already read (the last ones of the input topic's partition 0), the same three columns
+handed to a `mapInArrow` step that runs the writer's decode-and-enrich path on them and opens the writer's
+Kafka connection to the output topic's leader, without sending anything. Nothing is written, so it cannot
+touch exactly-once. Its tasks go to every executor; on a warm one they take milliseconds, on the new one they
+take the cold start, while the stream keeps to the other executors (`jobs/hook.py` arranges that). The idle
+Python workers it leaves behind are reused by the stream's tasks (PySpark's worker reuse).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-# a good ride in the producer's format (jobs/records.py), to run the writer's decode-and-enrich path once
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from jobs.kafka_source import SCHEMA, KafkaRangePartition, read_range
+from jobs.offsets import Range
+
+WARM_SOURCE = "gesscale_warm"
+WARM_RECORDS = 200  # records re-read per task: enough for an Arrow batch of the real shape, cheap when warm
+COUNTS_SCHEMA = "rows long, good long"
+# a good ride in the producer's format (jobs/records.py): the writer's path runs even on an empty topic
 SAMPLE = (b'{"key": "warm-0", "ride_id": "warm", "dup": 0, "event_time": "2013-01-01T00:00:00", '
           b'"pickup_lon": -73.98, "pickup_lat": 40.75}')
 
 
-def _source_side(batches: Iterator[Any]) -> Iterator[Any]:
-    """First Python worker: what the Kafka source's read imports on an executor."""
-    import jobs.kafka_source  # noqa: F401
+@dataclass(frozen=True)
+class WarmTarget:
+    """Where the warm-up reads (the job's input) and which topic's leader it connects to (a topic the writer
+    always writes: the dead-letter topic, on the output's Kafka)."""
 
-    yield from batches
-
-
-def _sink_side(batches: Iterator[Any]) -> Iterator[Any]:
-    """Second Python worker: the writer's modules, and one record through its decode-and-enrich path."""
-    import jobs.kafka_sink  # noqa: F401
-    from jobs.records import enrich
-
-    enrich(SAMPLE)
-    yield from batches
+    bootstrap: str
+    input: str
+    sink_bootstrap: str
+    sink_topic: str
 
 
-def warm_up(spark: Any, tasks: int) -> dict[str, Any]:
-    """Run the warm-up job with `tasks` tasks (at least one per executor); its wall time in seconds."""
+class WarmSource(DataSource):
+    """Batch source `gesscale_warm`: `tasks` tasks, each reading offsets [`start`, `until`) of `partition` of
+    `topic` with the Kafka source's `read_range`. Rows as the Kafka source's."""
+
+    @classmethod
+    def name(cls) -> str:
+        """Format name used in `read.format(...)`."""
+        return WARM_SOURCE
+
+    def schema(self) -> str:
+        """The Kafka source's row layout."""
+        return SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        """The reader of the configured range."""
+        return WarmReader(self.options)
+
+
+class WarmReader(DataSourceReader):
+    """Plans `tasks` identical ranges; `read` fetches one on an executor."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["bootstrap"]
+        self.topic = options["topic"]
+        self.range = Range(int(options["partition"]), int(options["start"]), int(options["until"]))
+        self.tasks = max(1, int(options.get("tasks", "1")))
+
+    def partitions(self) -> list[InputPartition]:
+        """One range per task."""
+        return [KafkaRangePartition(self.bootstrap, self.topic, self.range, 10.0) for _ in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Runs on an executor: the Kafka source's fetch."""
+        assert isinstance(partition, KafkaRangePartition)
+        return read_range(partition)
+
+
+def _sink_side(batches: Iterator[Any], sink_bootstrap: str, sink_topic: str) -> Iterator[Any]:
+    """The writer's work without its writes: decode and enrich every record, connect to the output's leader."""
+    import pyarrow as pa
+
+    from jobs.produce import BatchProducer
+    from jobs.records import BadRecord, enrich
+
+    rows = good = 0
+    producer = BatchProducer(sink_bootstrap)
+    try:
+        producer.connect(sink_topic, 0)
+        enrich(SAMPLE)
+        for batch in batches:
+            for value in batch.column("value").to_pylist():
+                rows += 1
+                try:
+                    enrich(value)
+                    good += 1
+                except BadRecord:
+                    pass
+    finally:
+        producer.close()
+    yield pa.RecordBatch.from_pydict({"rows": [rows], "good": [good]},
+                                     schema=pa.schema([("rows", pa.int64()), ("good", pa.int64())]))
+
+
+def warm_range(end_offset: int, records: int = WARM_RECORDS) -> tuple[int, int]:
+    """[start, until) of the last `records` offsets before `end_offset` (empty for an empty partition)."""
+    return max(0, end_offset - records), max(0, end_offset)
+
+
+def warm_up(spark: Any, tasks: int, target: WarmTarget, end_offsets: Any) -> dict[str, Any]:
+    """Run the warm-up job with `tasks` tasks (at least one per executor); its wall time in seconds.
+
+    `end_offsets(bootstrap, topic)` gives `{partition: end offset}` of the input topic (the driver's client)."""
     tasks = max(1, tasks)
     t0 = time.monotonic()
-    df = spark.range(tasks, numPartitions=tasks)
-    rows = df.mapInArrow(_source_side, df.schema).mapInArrow(_sink_side, df.schema).count()
-    return {"tasks": tasks, "rows": rows, "warm_s": round(time.monotonic() - t0, 3)}
+    start, until = warm_range(int(end_offsets(target.bootstrap, target.input).get(0, 0)))
+    spark.dataSource.register(WarmSource)
+    df = (spark.read.format(WARM_SOURCE).option("bootstrap", target.bootstrap).option("topic", target.input)
+          .option("partition", "0").option("start", str(start)).option("until", str(until))
+          .option("tasks", str(tasks)).load().select("partition", "offset", "value"))
+    body = partial(_sink_side, sink_bootstrap=target.sink_bootstrap, sink_topic=target.sink_topic)
+    rows = df.mapInArrow(body, COUNTS_SCHEMA).collect()
+    return {"tasks": tasks, "rows": sum(int(r["rows"]) for r in rows), "records": until - start,
+            "warm_s": round(time.monotonic() - t0, 3)}

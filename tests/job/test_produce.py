@@ -65,3 +65,25 @@ def test_unknown_topic_is_an_error(kafka_bootstrap: str) -> None:
             producer.flush()
     finally:
         producer.close()
+
+
+def test_connect_opens_the_leader_connection_and_sends_nothing(kafka_bootstrap: str, kafka_topic_factory: Any) -> None:
+    topic = kafka_topic_factory(partitions=1, prefix="connect")
+    producer = BatchProducer(kafka_bootstrap)
+    try:
+        producer.connect(topic, 0)
+        assert len(producer._conns) == 1
+        producer.flush()
+        with pytest.raises(ProduceError, match="does not exist|no leader"):
+            producer.connect("no-such-topic-for-connect", 0)
+    finally:
+        producer.close()
+    assert ridegen.read_all(kafka_bootstrap, topic) == []
+
+
+def test_the_warm_up_range_is_the_last_records_of_a_partition() -> None:
+    from jobs.warm import warm_range
+
+    assert warm_range(10_000) == (9_800, 10_000)
+    assert warm_range(50) == (0, 50)
+    assert warm_range(0) == (0, 0)

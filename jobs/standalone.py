@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gesscale.errors import UserError
+from jobs.cds import BASE_OPTIONS
+from jobs.cds import java_options as cds_options
 
 
 def spark_home() -> Path:
@@ -74,8 +76,9 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     env = dict(os.environ)
     env.update(SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=env.get("PYSPARK_PYTHON", sys.executable),
                SPARK_LOG_DIR=str(work), SPARK_WORKER_DIR=str(work / "work"))
-    # Master and worker daemons do little work: C1 only and the serial GC start them faster on a small machine.
-    env.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    # Master and worker daemons do little work: C1 only and the serial GC start them faster on a small machine,
+    # and so do Spark's classes from the class-data archive when there is one (jobs/cds.py).
+    env.setdefault("SPARK_DAEMON_JAVA_OPTS", f"{BASE_OPTIONS} {cds_options()}".strip())
     with log.open("wb") as fh:
         proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), cls, *args], stdout=fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)

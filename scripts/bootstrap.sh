@@ -43,3 +43,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   fi
   touch "$stamp"
 fi
+# Spark's classes in a class-data-sharing archive, written once by a short local Spark run (jobs/cds.py): Spark
+# JVMs then start in about half the time inside the fog nodes' CPU budgets. Never fatal.
+.venv/bin/python -m jobs.cds || echo "bootstrap: no class-data archive (Spark starts without it)"

@@ -32,7 +32,15 @@ FOG_EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _fog_spark_conf() -> dict[str, str]:
-    return {"spark.executor.extraJavaOptions": FOG_EXECUTOR_JAVA_OPTIONS}
+    """Executors: the fog JVM options and the class-data archive (jobs/cds.py) when there is one; the driver:
+    the archive too (it starts sooner, which a restart also gains from)."""
+    from jobs.cds import java_options
+
+    cds = java_options()
+    conf = {"spark.executor.extraJavaOptions": f"{FOG_EXECUTOR_JAVA_OPTIONS} {cds}".strip()}
+    if cds:
+        conf["spark.driver.extraJavaOptions"] = cds
+    return conf
 
 
 @dataclass

@@ -55,9 +55,8 @@ def _wait(predicate, timeout_s: float, what: str, poll_s: float = 1.0) -> None: 
 def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -> None:
     from gesscale.testbed.demo import DemoOptions, run_demo
 
-    # 0.25 core per node sustains a few hundred records/s: the day's peak (~740/s) needs more than one node. The
-    # day must outlast the job's cold start (tens of seconds), or it is over before the controller sees it.
-    opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.25, day_s=120, rides_per_day=20_000,
+    # 0.2 core per node sustains several hundred records/s: the day's peak (~1 100/s) needs more than one node.
+    opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.2, day_s=120, rides_per_day=30_000,
                        control_period_s=5.0, warmup_s=10.0, drain_timeout_s=300.0, sim_policies="gesscale,ideal",
                        port_shift=350)  # not the ports of `make demo` or of the other test
     report = run_demo(opts, say=lambda s: None)

@@ -38,7 +38,9 @@ class DemoOptions:
     strategy: str = "live"
     day_s: float = 150.0  # one taxi day compressed into this many seconds
     rides_per_day: int = 45_000
-    start_hour: int = 4  # start in the night trough, so the day rises to its evening peak and falls again
+    # start in the night, so the job's cold start overlaps the trough and the day rises to its evening peak and
+    # falls again while the controller runs
+    start_hour: int = 2
     control_period_s: float = 10.0
     warmup_s: float = 10.0
     drain_timeout_s: float = 120.0

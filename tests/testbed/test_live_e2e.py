@@ -91,7 +91,8 @@ def _measurements(state: Path) -> list[dict]:
 @pytest.mark.e2e
 def test_killed_controller_resumes_without_repeating_a_reconfiguration(tmp_path: Path) -> None:
     run_dir = tmp_path / "tb"
-    cfg = TestbedConfig(run_dir=run_dir, nodes=["fog4", "fog5", "fog6"], node_cpu=0.5, kafka_port=15193,
+    # 0.2 core per node sustains fewer than the 900 records/s sent: the controller has to scale up
+    cfg = TestbedConfig(run_dir=run_dir, nodes=["fog4", "fog5", "fog6"], node_cpu=0.2, kafka_port=15193,
                         ports=FleetPorts(master=15177, master_ui=15178, worker_base=15300, worker_ui_base=15400),
                         job=JobSettings(bootstrap="", http_port=15180, ui_port=15140, bp_window_s=5.0))
     tb = Testbed.up(cfg)

@@ -13,9 +13,27 @@ handled so that each measurement pays for its own writes and nothing else: befor
 benchmark waits until the broker is idle (otherwise the job's leftover snapshots slowed the next measurement,
 which was often the source's), and each round's output topics are deleted after the round (otherwise every
 round's job found a larger store than the one before). The broker's CPU seconds during each measurement are
-printed next to the rates. With `--bootstrap` (a broker of unknown process) there is no waiting.
+printed next to the rates (with `--variants` also those it spent after the query ended, until idle). With
+`--bootstrap` (a broker of unknown process) there is no waiting.
 
-    .venv/bin/python benchmarks/bench_job.py [--records 150000] [--rounds 3] [--bootstrap HOST:PORT]
+`--variants` adds two measurements to every round, in the same alternating order, to show where the floor is:
+
+- **hand-over floor**: the source's `partition, offset, value` handed to a `mapInArrow` from `foreachBatch`,
+  exactly as the job's writer receives them, but the Python body only counts the rows (no parsing, no Kafka
+  write). No Python-side sink can go faster than this on the same machine, so its ratio to the source bounds
+  what the job can reach with its writer in Python.
+- **job, output on a separate broker**: the real job with its output and dead-letter topics on a second embedded
+  broker that holds nothing else (`JobConfig.output_bootstrap`); the input stays on the first. It shows what
+  the job keeps when the broker's snapshots no longer re-write the 150 000 stored input records after each
+  write (a real Kafka appends instead).
+
+For each of the four it also prints the CPU microseconds per row of Spark's own processes (this driver, its
+JVM, the Python workers; over the batches after the first, from /proc at the end of each batch), which the
+machine's load moves much less than the rates.
+The variants are off by default: they start a second broker and double the run time, and the default output
+stays comparable, line for line, with the earlier figures in docs/job.md.
+
+    .venv/bin/python benchmarks/bench_job.py [--records 150000] [--rounds 3] [--variants] [--bootstrap HOST:PORT]
 """
 
 from __future__ import annotations
@@ -28,35 +46,85 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.job import ridegen  # noqa: E402  (the record generator the tests use)
 
+LABELS = {
+    "source": "source alone",
+    "floor": "hand-over floor (mapInArrow that only counts)",
+    "job": "job",
+    "apart": "job, output on a separate empty broker",
+}
+
+
+@dataclass
+class Measurement:
+    """One query's result: its sustained rate, each broker's CPU during it, and Spark's CPU per row."""
+
+    rate: float  # rows/s over the batches after the first
+    broker_cpu: list[float]  # CPU seconds of the input's and the output's embedded broker (0: none watched)
+    broker_cpu_after: list[float]  # the same from the query's end until the brokers were idle again
+    spark_us_per_row: float  # CPU µs per row of this process and its descendants, brokers excluded, as `rate`
+
+
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rpartition(")")[2].split()
+
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
+    fields = _stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_idle(pid: int, quiet_s: int = 3, timeout_s: float = 120.0) -> None:
-    """Wait until process `pid` used under 2% of a core in each of `quiet_s` seconds in a row (the broker's
-    snapshots are done; one may start a second or two after the write that causes it)."""
+def tree_cpu_seconds(root: int, exclude: set[int]) -> float:
+    """CPU seconds of `root` and its descendants (live ones, and the reaped children each has waited for),
+    leaving out the processes in `exclude` and their descendants."""
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = _stat(int(entry))
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        ticks[int(entry)] = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in exclude:
+            continue
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pids: list[int], quiet_s: int = 3, timeout_s: float = 120.0) -> None:
+    """Wait until each process in `pids` used under 2% of a core in each of `quiet_s` seconds in a row (the
+    brokers' snapshots are done; one may start a second or two after the write that causes it)."""
+    if not pids:
+        return
     deadline = time.monotonic() + timeout_s
-    before = cpu_seconds(pid)
+    before = [cpu_seconds(p) for p in pids]
     quiet = 0
     while quiet < quiet_s and time.monotonic() < deadline:
         time.sleep(1.0)
-        now = cpu_seconds(pid)
-        quiet = quiet + 1 if now - before < 0.02 else 0
+        now = [cpu_seconds(p) for p in pids]
+        quiet = quiet + 1 if all(n - b < 0.02 for n, b in zip(now, before, strict=True)) else 0
         before = now
 
 
-def sustained(query) -> tuple[float, int]:  # noqa: ANN001
+def sustained(query: Any) -> tuple[float, int]:
     """(rows/s over the batches after the first, rows counted)."""
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     steady = batches[1:] or batches
@@ -65,18 +133,40 @@ def sustained(query) -> tuple[float, int]:  # noqa: ANN001
     return (rows / (ms / 1000.0) if ms else 0.0), rows
 
 
+def count_rows(batches: Iterator[Any]) -> Iterator[Any]:
+    """`mapInArrow` body of the hand-over floor: count the rows handed over and yield the count, nothing else."""
+    import pyarrow as pa
+
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+    yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Delete `topics` on the Kafka at `bootstrap`."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="bench-job")
+    try:
+        admin.delete_topics(topics)
+    finally:
+        admin.close()
+
+
 def main() -> int:
-    """Produce, measure the source alone, then the job, and print both rates and their ratio."""
+    """Produce, measure the source alone and the job (and with `--variants` the floor and the job writing to a
+    separate broker) in alternating order, and print the rates, ratios and medians."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=150_000, help="records produced into the input topic")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of (source, job) measurements, order alternating")
     ap.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
     ap.add_argument("--batch", type=int, default=50_000, help="maxRowsPerBatch for both queries")
     ap.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
+    ap.add_argument("--variants", action="store_true",
+                    help="also measure the hand-over floor and the job writing to a separate, empty embedded broker")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    from kafka.admin import KafkaAdminClient
 
     from gesscale.brokers import start_kafka
     from gesscale.brokers.process import free_port
@@ -85,13 +175,18 @@ def main() -> int:
     from jobs.kafka_source import KafkaSource
 
     scratch = Path(tempfile.mkdtemp(prefix="gesscale-bench-job-"))
-    broker = None
+    brokers: list[Any] = []  # the embedded brokers this run started
+    watched: list[int | None] = [None, None]  # process of the input broker and of the output broker, if ours
     spark = None
     try:
         bootstrap = args.bootstrap
         if not bootstrap:
-            broker = start_kafka(free_port(19150, 19199), scratch / "kafka")
-            bootstrap = broker.bootstrap
+            brokers.append(start_kafka(free_port(19150, 19199), scratch / "kafka"))
+            bootstrap, watched[0] = brokers[-1].bootstrap, brokers[-1].process.pid
+        out_bootstrap = None
+        if args.variants:
+            brokers.append(start_kafka(free_port(19150, 19199), scratch / "kafka-out"))
+            out_bootstrap, watched[1] = brokers[-1].bootstrap, brokers[-1].process.pid
         topic = f"bench-in-{uuid.uuid4().hex[:8]}"
         ensure_topic(bootstrap, topic, args.partitions)
         t0 = time.monotonic()
@@ -104,58 +199,124 @@ def main() -> int:
                  .config("spark.ui.showConsoleProgress", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(KafkaSource)
+        pids = [b.process.pid for b in brokers]
+        ends: dict[tuple[str, int], tuple[int, float]] = {}  # (query id, batch id) → (rows, Spark CPU s at its end)
 
-        def quiet() -> float:
-            """Broker CPU seconds so far, after waiting until it is idle (0 for an external broker)."""
-            if broker is None:
-                return 0.0
-            wait_idle(broker.process.pid)
-            return cpu_seconds(broker.process.pid)
+        from pyspark.sql.streaming import StreamingQueryListener
 
-        def broker_used(start: float) -> float:
-            return cpu_seconds(broker.process.pid) - start if broker is not None else 0.0
+        class BatchEnds(StreamingQueryListener):
+            """Takes Spark's CPU seconds when each batch ends."""
 
-        def measure_source(r: int) -> tuple[float, float]:
-            start = quiet()
-            raw = (spark.readStream.format("gesscale_kafka").option("bootstrap", bootstrap).option("topic", topic)
-                   .option("maxRowsPerBatch", str(args.batch)).load())
-            q = (raw.writeStream.format("noop").trigger(availableNow=True)
-                 .option("checkpointLocation", str(scratch / f"ck-source-{r}")).start())
+            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's API
+                return
+
+            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+                p = event.progress
+                ends[(str(p.id), p.batchId)] = (p.numInputRows, tree_cpu_seconds(os.getpid(), set(pids)))
+
+            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+                return
+
+            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+                return
+
+        spark.streams.addListener(BatchEnds())
+
+        def steady_cpu_per_row(q: Any) -> float:
+            """Spark's CPU µs per row over the batches after the first (those `sustained` counts); NaN when the
+            listener did not hear of them within 10 s."""
+            wanted = [(str(q.id), p["batchId"]) for p in q.recentProgress if p["numInputRows"] > 0]
+            deadline = time.monotonic() + 10.0
+            while any(w not in ends for w in wanted) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if len(wanted) < 2 or any(w not in ends for w in wanted):
+                return float("nan")
+            rows = sum(ends[w][0] for w in wanted[1:])
+            return (ends[wanted[-1]][1] - ends[wanted[0]][1]) * 1e6 / rows
+
+        def broker_cpu() -> list[float]:
+            return [cpu_seconds(p) if p is not None else 0.0 for p in watched]
+
+        def source() -> Any:
+            return (spark.readStream.format("gesscale_kafka").option("bootstrap", bootstrap).option("topic", topic)
+                    .option("maxRowsPerBatch", str(args.batch)).load())
+
+        def measured(start: Callable[[], Any]) -> Measurement:
+            """Wait until the brokers are idle, run the query `start()` starts to its end, and measure it."""
+            wait_idle(pids)
+            brokers_before = broker_cpu()
+            q = start()
             q.awaitTermination()
-            return sustained(q)[0], broker_used(start)
+            at_end = broker_cpu()
+            wait_idle(pids)  # the snapshots the query's writes left behind
+            return Measurement(sustained(q)[0], [e - b for e, b in zip(at_end, brokers_before, strict=True)],
+                               [a - e for a, e in zip(broker_cpu(), at_end, strict=True)], steady_cpu_per_row(q))
 
-        def measure_job(r: int) -> tuple[float, float]:
-            cfg = JobConfig(bootstrap=bootstrap, input=topic, output=f"{topic}-out{r}", dead_letter=f"{topic}-dlq{r}",
-                            checkpoint=scratch / f"ck-job-{r}", max_rows_per_batch=args.batch, available_now=True)
+        def measure_source(r: int) -> Measurement:
+            return measured(lambda: source().writeStream.format("noop").trigger(availableNow=True)
+                            .option("checkpointLocation", str(scratch / f"ck-source-{r}")).start())
+
+        def measure_floor(r: int) -> Measurement:
+            counted: list[int] = []
+
+            def hand_over(df: Any, batch_id: int) -> None:
+                counted.extend(int(row["rows"]) for row in df.mapInArrow(count_rows, "rows long").collect())
+
+            m = measured(lambda: source().select("partition", "offset", "value").writeStream
+                            .foreachBatch(hand_over).trigger(availableNow=True)
+                            .option("checkpointLocation", str(scratch / f"ck-floor-{r}")).start())
+            if sum(counted) != args.records:
+                print(f"warning: the floor counted {sum(counted)} rows, not {args.records}", flush=True)
+            return m
+
+        def measure_job(r: int, output_bootstrap: str | None = None) -> Measurement:
+            name = "apart" if output_bootstrap else "job"
+            cfg = JobConfig(bootstrap=bootstrap, input=topic, output=f"{topic}-{name}{r}",
+                            dead_letter=f"{topic}-{name}-dlq{r}", checkpoint=scratch / f"ck-{name}-{r}",
+                            max_rows_per_batch=args.batch, available_now=True, output_bootstrap=output_bootstrap)
             for t in (cfg.output, cfg.dead_letter_topic):
-                ensure_topic(bootstrap, t, args.partitions)
-            start = quiet()
-            q = start_query(spark, cfg, JobState())
-            q.awaitTermination()
-            result = sustained(q)[0], broker_used(start)
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="bench-job")
-            try:  # the next round's job meets the same store as this one
-                admin.delete_topics([cfg.output, cfg.dead_letter_topic])
-            finally:
-                admin.close()
-            return result
+                ensure_topic(cfg.sink_bootstrap, t, args.partitions)
+            state = JobState()
+            m = measured(lambda: start_query(spark, cfg, state))
+            done = sum(c["written"] + c["dead_letters"] for c in state.counts.values())
+            if done != args.records:
+                print(f"warning: {LABELS[name]} wrote {done} records, not {args.records}", flush=True)
+            # the next round's job meets the same store as this one
+            delete_topics(cfg.sink_bootstrap, [cfg.output, cfg.dead_letter_topic])
+            return m
 
-        ratios = []
+        measure: dict[str, Callable[[int], Measurement]] = {
+            "source": measure_source, "floor": measure_floor, "job": measure_job,
+            "apart": lambda r: measure_job(r, out_bootstrap)}
+        names = ["source", "floor", "job", "apart"] if args.variants else ["source", "job"]
+        extra = [n for n in names if n not in ("source", "job")]
+        ratios: dict[str, list[float]] = {n: [] for n in names if n != "source"}
         for r in range(args.rounds):
-            if r % 2 == 0:
-                (source_rate, source_cpu), (job_rate, job_cpu) = measure_source(r), measure_job(r)
-            else:
-                (job_rate, job_cpu), (source_rate, source_cpu) = measure_job(r), measure_source(r)
-            ratios.append(job_rate / source_rate)
-            print(f"round {r + 1}: source alone {source_rate:,.0f} rows/s, job (parse, enrich, exactly-once Kafka "
-                  f"write) {job_rate:,.0f} rows/s, ratio {ratios[-1]:.2f}; broker CPU during the source "
-                  f"{source_cpu:.1f} s, during the job {job_cpu:.1f} s; load {os.getloadavg()[0]:.1f}", flush=True)
-        print(f"ratio job/source, median of {len(ratios)} rounds: {statistics.median(ratios):.2f} (target >= 0.8)")
+            got = {n: measure[n](r) for n in (names if r % 2 == 0 else names[::-1])}
+            src, job = got["source"], got["job"]
+            for n in ratios:
+                ratios[n].append(got[n].rate / src.rate)
+            print(f"round {r + 1}: source alone {src.rate:,.0f} rows/s, job (parse, enrich, exactly-once Kafka "
+                  f"write) {job.rate:,.0f} rows/s, ratio {ratios['job'][-1]:.2f}; broker CPU during the source "
+                  f"{src.broker_cpu[0]:.1f} s, during the job {job.broker_cpu[0]:.1f} s; "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+            if args.variants:
+                for n in extra:
+                    print(f"  {LABELS[n]}: {got[n].rate:,.0f} rows/s, ratio {ratios[n][-1]:.2f}", flush=True)
+                print("  broker CPU s during (+ after, until idle), input broker / output broker: " + ", ".join(
+                    f"{LABELS[n]} {got[n].broker_cpu[0]:.1f} (+{got[n].broker_cpu_after[0]:.1f}) / "
+                    f"{got[n].broker_cpu[1]:.1f} (+{got[n].broker_cpu_after[1]:.1f})" for n in names))
+                print("  Spark's CPU µs per row (driver, JVM, Python workers; batches after the first): " + ", ".join(
+                    f"{LABELS[n]} {got[n].spark_us_per_row:.1f}" for n in names), flush=True)
+        print(f"ratio job/source, median of {len(ratios['job'])} rounds: {statistics.median(ratios['job']):.2f} "
+              f"(target >= 0.8)")
+        for n in extra:
+            print(f"ratio {LABELS[n]}/source, median of {len(ratios[n])} rounds: {statistics.median(ratios[n]):.2f}")
         return 0
     finally:
         if spark is not None:
             spark.stop()
-        if broker is not None:
+        for broker in brokers:
             broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -38,6 +38,15 @@ class KafkaRangePartition(InputPartition):
         self.poll_timeout_s = poll_timeout_s
 
 
+def fetch_size(rng: Range, record_bytes: int = 1024) -> int:
+    """Bytes a fetch may return for `rng`: about the range itself (records of up to ~1 KB), between 1 and 16 MiB.
+
+    A fetch returns everything the broker has after the position, up to this size, and the client decodes all of
+    it; with a backlog, a 500-record range fetched 16 MiB (~40 000 records) and threw almost all of it away, in
+    the executor's CPU budget and the broker's. The broker still returns a whole record batch that is larger."""
+    return max(1 << 20, min(16 << 20, (rng.until - rng.start) * record_bytes))
+
+
 def read_range(part: KafkaRangePartition) -> Iterator[Any]:
     """Fetch exactly the offsets of `part` with kafka-python and yield them as Arrow record batches.
 
@@ -53,13 +62,14 @@ def read_range(part: KafkaRangePartition) -> Iterator[Any]:
         [("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
          ("timestamp_ms", pa.int64())]
     )
+    fetch_bytes = fetch_size(rng)
     consumer = KafkaConsumer(
         bootstrap_servers=part.bootstrap,
         enable_auto_commit=False,
         group_id=None,
         check_crcs=False,
-        max_partition_fetch_bytes=16 << 20,
-        fetch_max_bytes=64 << 20,
+        max_partition_fetch_bytes=fetch_bytes,
+        fetch_max_bytes=fetch_bytes,
         client_id="gesscale-source",
     )
     tp = TopicPartition(part.topic, rng.partition)

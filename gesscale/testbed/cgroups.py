@@ -51,7 +51,11 @@ def _pids(procs_file: Path) -> list[int]:
 def _children(pid: int) -> list[int]:
     """Direct children of `pid` (from /proc/<pid>/task/*/children)."""
     out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # the process ended while we looked
+        return out
+    for task in tasks:
         with contextlib.suppress(OSError, ValueError):
             out.extend(int(x) for x in (task / "children").read_text().split())
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import threading
@@ -30,6 +31,8 @@ from typing import Any
 from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
 from gesscale.testbed.cgroups import CgroupTree, process_tree
+
+log = logging.getLogger(__name__)
 
 STATE_FILE = "testbed.json"
 HOST_BASE = 30  # fogK -> 127.0.0.(30+K)
@@ -133,7 +136,10 @@ class Fleet:
     def _watch(self, poll_s: float = 0.1) -> None:
         """Move what each running worker launched (executor JVM, Python workers) into the node's budget."""
         while not self._stop_watch.wait(poll_s):
-            self.confine()
+            try:
+                self.confine()
+            except OSError as err:  # a process ended mid-pass: the next pass sees the new state
+                log.debug("confine pass skipped: %s", err)
 
     def confine(self) -> int:
         """One pass of the watcher; returns how many processes it moved."""

@@ -170,9 +170,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         say(f"job warm after {timings['warm_up_s']:.0f} s; replaying one taxi day in {opts.day_s:.0f} s "
             f"({opts.rides_per_day} rides x3); controller {opts.policy} ({opts.strategy}), "
             f"period {opts.control_period_s:g} s")
-        # The day starts once the job is warm. Runs that started it with the job (the cold start's arrivals waiting
-        # in the topic) began the controller with a backlog of 30-60 k records, and their nodes then sustained
-        # 200-300 records/s instead of 700-900 (not understood yet; docs/testbed.md, "Limits found here").
+        # The day starts once the job is warm, so that the controller starts without a backlog (runs that started
+        # the day with the job began with 30-60 k records waiting; docs/testbed.md, "Limits found on this machine").
         producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,

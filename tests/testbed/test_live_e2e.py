@@ -55,8 +55,8 @@ def _wait(predicate, timeout_s: float, what: str, poll_s: float = 1.0) -> None: 
 def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -> None:
     from gesscale.testbed.demo import DemoOptions, run_demo
 
-    # 0.25 core per node sustains several hundred records/s: the day's peak (~1 400/s) needs more than one node.
-    opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.25, day_s=120, rides_per_day=35_000,
+    # 0.25 core per node sustains several hundred records/s: the day's peak (~1 200/s) needs more than one node.
+    opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.25, day_s=120, rides_per_day=30_000,
                        control_period_s=5.0, warmup_s=10.0, drain_timeout_s=300.0, sim_policies="gesscale,ideal",
                        port_shift=350)  # not the ports of `make demo` or of the other test
     report = run_demo(opts, say=lambda s: None)
@@ -91,7 +91,7 @@ def _measurements(state: Path) -> list[dict]:
 @pytest.mark.e2e
 def test_killed_controller_resumes_without_repeating_a_reconfiguration(tmp_path: Path) -> None:
     run_dir = tmp_path / "tb"
-    # 0.25 core per node sustains fewer than the 1 300 records/s sent: the controller has to scale up
+    # 0.25 core per node sustains fewer than the 1 100 records/s sent: the controller has to scale up
     cfg = TestbedConfig(run_dir=run_dir, nodes=["fog4", "fog5", "fog6"], node_cpu=0.25, kafka_port=15193,
                         ports=FleetPorts(master=15177, master_ui=15178, worker_base=15300, worker_ui_base=15400),
                         job=JobSettings(bootstrap="", http_port=15180, ui_port=15140, bp_window_s=5.0))
@@ -100,7 +100,7 @@ def test_killed_controller_resumes_without_repeating_a_reconfiguration(tmp_path:
     log = tmp_path / "controller.log"
     try:
         producer = subprocess.Popen(
-            [sys.executable, "-m", "gesscale", "produce", "--rate", "1300", "--duration", "900", "--kafka",
+            [sys.executable, "-m", "gesscale", "produce", "--rate", "1100", "--duration", "900", "--kafka",
              tb.job.settings.bootstrap, "--topic", "rides", "--quiet"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         ctl = _controller(run_dir, log, 15191)

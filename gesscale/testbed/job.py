@@ -23,12 +23,13 @@ from typing import Any
 from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
 from gesscale.k8s.hook_client import HttpDriverHook
+from jobs.cds import BASE_OPTIONS
 
 # JVM options of the executors on budgeted fog nodes. Inside a quarter-core CFS quota the C2 JIT compiler and
 # the parallel GC threads compete with the first tasks for the quota; C1 only and the serial collector halved a
 # live-added executor's cold start here (pause 56.8 s -> 25.6 s; 2000-row batches on 2 nodes 5.6-6.6 s -> 3.4-4.1 s,
 # measured on this machine, the second run under heavier load). docs/testbed.md.
-FOG_EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+FOG_EXECUTOR_JAVA_OPTIONS = BASE_OPTIONS  # one definition, shared with the daemons (jobs/cds.py)
 
 
 def _fog_spark_conf() -> dict[str, str]:

@@ -16,12 +16,16 @@ comes first in Spark's FIFO order and takes the new core. When the warm-up is do
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from jobs.executors import ExecutorControl
+
+log = logging.getLogger(__name__)
+WARM_ATTEMPTS = 2  # a warm-up that failed once (a task lost to a cold executor's first Kafka fetch) is run again
 
 
 class HookError(ValueError):
@@ -84,13 +88,25 @@ class ScalingHook:
             new = [e for e in current if e["id"] not in known]
             result = {"target": base + 1, "added": new, "on_requested_host": ok, "executors": current}
             if warm and new:
-                result["warm"] = (self.warm(on_submit=self._mark_warm_submitted) if self._warmer is not None
-                                  else {"ok": False, "error": "this job has no warm-up"})
+                result["warm"] = self._warm_new()
             return result
         finally:
             if warm:
                 with self._lock:
                     self._held = self._warm_submitted_at = None
+
+    def _warm_new(self) -> dict[str, Any]:
+        """The warm-up of `add(warm=True)`: run again once if it failed; the errors are logged and kept."""
+        if self._warmer is None:
+            return {"ok": False, "error": "this job has no warm-up"}
+        errors: list[str] = []
+        for attempt in range(1, WARM_ATTEMPTS + 1):
+            figures = self.warm(on_submit=self._mark_warm_submitted)
+            if figures["ok"]:
+                break
+            errors.append(figures["error"])
+            log.warning("warm-up attempt %d of %d failed: %s", attempt, WARM_ATTEMPTS, figures["error"])
+        return {**figures, "attempts": attempt, "errors": errors}
 
     def _mark_warm_submitted(self) -> None:
         with self._lock:

@@ -96,8 +96,9 @@ def register(app: typer.Typer) -> None:
                                                "control (records per micro-batch); the model holds for this."),
         run_dir: Path = typer.Option(Path("out/calibrate"), "--run-dir", help="local: folder of the testbed "
                                      "(logs, the job's batches.jsonl)."),
-        job_warmup_s: float = typer.Option(45.0, "--job-warmup-s", help="local: keep the fresh job saturated this "
-                                           "long before the first measurement (JIT warm-up; 0: none)."),
+        job_warmup_s: float = typer.Option(45.0, "--job-warmup-s", help="local: keep the fresh job saturated at "
+                                           "least this long before the first measurement, and on (up to 3x) until "
+                                           "its micro-batches stop getting faster (JIT warm-up; 0: none)."),
         port_shift: int = typer.Option(0, "--port-shift", help="local: added to every testbed port (run beside "
                                        "another testbed)."),
     ) -> None:

@@ -6,7 +6,8 @@ Configurations are measured from the most replicas to the fewest, each reached f
 backend's `live` strategy: a scale-down takes a fraction of a second, while a scale-up starts a worker and an
 executor JVM and its Python workers inside a small CPU budget (~40 s at 0.25 core, measured here), so the
 largest configuration starts with the job and the others follow by removals. Results are reported in the order
-the configurations were given. Before the first configuration the job is kept saturated for `job_warmup_s`:
+the configurations were given. Before the first configuration the job is kept saturated for at least
+`job_warmup_s` and until its micro-batches stop getting faster (at most three times as long):
 here its micro-batches at 3 nodes shortened from ~3.8 s to ~1.5 s over its first ~90 s (JIT warm-up), and a
 configuration measured cold came out at half its later throughput.
 """
@@ -100,7 +101,8 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
         target = LocalProbeTarget(backend, say=say)
         if opts.job_warmup_s > 0:
             t_warm = time.monotonic()
-            say(f"  warming the job up: saturated for {opts.job_warmup_s:.0f} s ...")
+            say(f"  warming the job up: saturated for at least {opts.job_warmup_s:.0f} s, until its batches are "
+                "steady ...")
             sent = target.warm_up(opts.job_warmup_s)
             timings["job_warmup_s"] = time.monotonic() - t_warm
             say(f"  warm-up done: {sent} records in {timings['job_warmup_s']:.0f} s")

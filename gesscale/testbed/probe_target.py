@@ -121,6 +121,17 @@ def saturated_rate(batches: Sequence[dict[str, Any]]) -> float | None:
     return rows / span if span > 0 else None
 
 
+def warmed_up(batches: Sequence[dict[str, Any]], last: int = 3, rise: float = 0.15) -> bool:
+    """True when the job no longer speeds up: the throughput (rows per second of batch duration) of the newest
+    of its last `last` non-empty batches is at most `rise` above that of the oldest of them. False with fewer
+    batches."""
+    done = [b for b in distinct_batches(batches) if b["num_input_rows"] > 0 and b.get("batch_duration_ms")]
+    if len(done) < last:
+        return False
+    speeds = [int(b["num_input_rows"]) * 1000.0 / float(b["batch_duration_ms"]) for b in done[-last:]]
+    return speeds[-1] <= speeds[0] * (1 + rise)
+
+
 # -- the injector ------------------------------------------------------------------------------------------
 class Injector:
     """A thread that sends ride records into the input topic at a set rate (records/s).
@@ -300,15 +311,24 @@ class LocalProbeTarget:
         if have != set(nodes):
             raise UserError(f"executors run on {sorted(have)}, not on {sorted(nodes)}")
 
-    def warm_up(self, seconds: float) -> int:
-        """Keep the job saturated for `seconds` (bursts of one micro-batch whenever fewer than two wait), then
-        drain; returns the records sent. A fresh job's micro-batches get several times shorter over its first
-        minute or two (JIT in the driver and executors), so the first configuration would be measured cold."""
+    def warm_up(self, seconds: float, max_factor: float = 3.0) -> int:
+        """Keep the job saturated (bursts of one micro-batch whenever fewer than two wait) for at least
+        `seconds` and until its batches run at a steady speed (`warmed_up`), at most `max_factor` times
+        `seconds`; then drain. Returns the records sent. A fresh job's micro-batches get several times shorter
+        over its first minute or two (JIT in the driver and executors, more slowly on a busier machine), so the
+        first configuration would otherwise be measured cold."""
         rows = self.job.settings.max_rows_per_batch
         start = self.injector.sent
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        t0 = time.time()
+        begun = time.monotonic()
+        while True:
             self._alive()
+            elapsed = time.monotonic() - begun
+            if elapsed >= seconds * max_factor:
+                self.say(f"    not steady after {elapsed:.0f} s; going on")
+                break
+            if elapsed >= seconds and warmed_up([b for b in self._batches() if float(b["time"]) > t0]):
+                break
             if self.backlog() < 2 * rows:
                 self.injector.burst(rows)
                 self.injector.flush()

@@ -213,6 +213,25 @@ def test_add_with_warm_holds_the_stream_to_the_old_executors_until_the_new_one_i
     assert hook.stream_slots() == 2
 
 
+def test_add_with_warm_runs_a_failed_warm_up_once_more_and_reports_both_attempts() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    cluster.set_target(1)
+    outcomes = [RuntimeError("task lost"), None, RuntimeError("again"), RuntimeError("and again")]
+
+    def warmer(tasks: int) -> dict[str, Any]:
+        err = outcomes.pop(0)
+        if err is not None:
+            raise err
+        return {"tasks": tasks, "rows": tasks, "warm_s": 2.0}
+
+    hook = ScalingHook(cluster, sleep=lambda s: None, warmer=warmer)
+    first = hook.add(host="b", wait_s=5, warm=True)["warm"]
+    assert first["ok"] is True and first["attempts"] == 2 and first["errors"] == ["RuntimeError: task lost"]
+    second = hook.add(host="c", wait_s=5, warm=True)["warm"]  # failed twice: reported, not raised
+    assert second["ok"] is False and second["attempts"] == 2 and len(second["errors"]) == 2
+    assert hook.stream_slots() == 3  # nothing held afterwards either way
+
+
 def test_a_batch_waits_for_the_warm_up_to_be_queued_when_the_new_executor_is_already_there() -> None:
     cluster = InMemoryCluster(["a", "b"])
     cluster.set_target(1)

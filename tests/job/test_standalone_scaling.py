@@ -50,7 +50,7 @@ def test_hook_adds_on_a_chosen_host_and_removes_another_while_exactly_once_holds
         # with the warm-up: the stream keeps to the first executor until the new one has run the warm-up job
         added = hook("POST", "/executors/add", {"host": other, "wait_s": 120, "warm": True})
         assert added["on_requested_host"] is True, added
-        assert added["warm"]["ok"] is True and added["warm"]["tasks"] == 2, added
+        assert added["warm"]["ok"] is True and added["warm"]["tasks"] == 2, (added["warm"], job.log.read_text()[-4000:])
         assert sorted(e["host"] for e in added["executors"]) == sorted(spark_standalone.worker_hosts)
         warmed = hook("POST", "/executors/warm", {})  # the real warm-up job, next to the running query
         assert warmed["ok"] is True and warmed["tasks"] == 2, warmed

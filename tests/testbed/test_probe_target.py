@@ -9,6 +9,7 @@ from gesscale.testbed.probe_target import (
     LIVE_PARAMS,
     processed_by,
     saturated_rate,
+    warmed_up,
     window_from_samples,
 )
 
@@ -89,3 +90,17 @@ def test_live_configurations_are_measured_largest_first() -> None:
 
     configs = [("a",), ("a", "b"), ("a", "c"), ("a", "b", "c")]
     assert measuring_order(configs) == [("a", "b", "c"), ("a", "b"), ("a", "c"), ("a",)]
+
+
+def _timed(durations_ms: list[int], rows: int = 2000) -> list[dict]:
+    return [{"batch_id": i, "time": float(i), "num_input_rows": rows, "batch_duration_ms": d}
+            for i, d in enumerate(durations_ms)]
+
+
+def test_warmed_up_once_batches_stop_getting_shorter() -> None:
+    assert not warmed_up(_timed([9000, 6000]))  # too few batches to tell
+    assert not warmed_up(_timed([9000, 6000, 4000]))  # still 2.25x faster within three batches
+    assert warmed_up(_timed([9000, 6000, 4000, 3800, 3700]))  # 4000 -> 3700 ms: within 15%
+    assert warmed_up(_timed([3000, 3100, 3600]))  # slower (noise) is no warming up either
+    empty = [{"batch_id": 9, "time": 9.0, "num_input_rows": 0, "batch_duration_ms": 50}]
+    assert not warmed_up(_timed([9000, 6000, 4000]) + empty)  # empty batches say nothing

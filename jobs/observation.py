@@ -18,7 +18,7 @@ from jobs.offsets import held_back, normalise, total
 
 OBSERVATION_KEYS = (
     "time", "batch_id", "num_input_rows", "input_rate", "processed_rate", "batch_duration_ms", "backlog",
-    "held_back", "bp_upstream", "bp_operator", "bp_window_s", "executors",
+    "held_back", "bp_upstream", "bp_operator", "bp_window_s", "executors", "phases_ms",
 )
 
 
@@ -78,6 +78,8 @@ class ObservationTracker:
             "bp_operator": 0.0,
             "bp_window_s": self.window_s,
             "executors": [{"id": str(e["id"]), "host": str(e["host"])} for e in executors],
+            # where the batch's time went (Spark's durationMs: latestOffset, queryPlanning, addBatch, walCommit...)
+            "phases_ms": {str(k): int(v) for k, v in (progress.get("durationMs") or {}).items()},
         }
         self.latest = obs
         return obs

@@ -28,6 +28,10 @@ def test_observation_has_the_contract_keys_and_backlog() -> None:
     assert obs["batch_duration_ms"] == 1000
     assert obs["bp_operator"] == 0.0
     assert obs["executors"] == [{"id": "1", "host": "127.0.0.21"}]
+    assert obs["phases_ms"] == {}  # this event had no durationMs
+    timed = ObservationTracker(60).update({**progress(4, "2026-11-22T06:00:01.000Z", {"0": 1}, {"0": 1}),
+                                           "durationMs": {"addBatch": 812, "walCommit": 40}}, EXECUTORS)
+    assert timed["phases_ms"] == {"addBatch": 812, "walCommit": 40}
 
 
 def test_bp_upstream_is_the_held_back_fraction_within_the_window() -> None:

@@ -22,7 +22,8 @@ class ExecutorControl(Protocol):
     """What the scaling hook and the metrics need from the application."""
 
     def executors(self) -> list[dict[str, Any]]:
-        """Active executors as `{"id", "host", "port"}`; in local mode the driver itself (id `driver`)."""
+        """Active executors as `{"id", "host", "port"}` (port 0 until the executor's block manager registered),
+        with `tasks` (tasks it has run or runs) when known; in local mode the driver itself (id `driver`)."""
         ...
 
     def target(self) -> int | None:
@@ -69,7 +70,7 @@ class SparkExecutorControl:
             if row.get("id") == "driver" or not row.get("isActive", True):
                 continue
             host, port = _host_port(row.get("hostPort", ""))
-            out.append({"id": str(row["id"]), "host": host, "port": port})
+            out.append({"id": str(row["id"]), "host": host, "port": port, "tasks": int(row.get("totalTasks") or 0)})
         return sorted(out, key=lambda e: (len(e["id"]), e["id"]))
 
     def target(self) -> int | None:

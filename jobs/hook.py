@@ -12,6 +12,12 @@ of the stream ever waits for a core when the new executor registers (Spark would
 and the whole batch would wait for the cold start). Once the new executor shows up the hook submits the
 warm-up job; a micro-batch that starts in that instant waits until the job is submitted, so that the warm-up
 comes first in Spark's FIFO order and takes the new core. When the warm-up is done, the new executor counts.
+
+An executor is listed as soon as it registers, but the scheduler offers its core only once it has built its
+block manager and reported itself launched (seconds later in a cold JVM inside a small budget); a warm-up
+submitted in between runs on the old executors alone, and the stream's next batch pays the cold start after
+all. So the warm-up waits for the block manager (a port in the listing) and is run again, a few times, until
+the listing shows the new executor has run a task.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from jobs.executors import ExecutorControl
 
 log = logging.getLogger(__name__)
 WARM_ATTEMPTS = 2  # a warm-up that failed once (a task lost to a cold executor's first Kafka fetch) is run again
+WARM_RUNS = 8  # warm-ups in all while the new executor has run no task yet (module docstring)
+WARM_RETRY_S = 0.5
 
 
 class HookError(ValueError):
@@ -88,25 +96,42 @@ class ScalingHook:
             new = [e for e in current if e["id"] not in known]
             result = {"target": base + 1, "added": new, "on_requested_host": ok, "executors": current}
             if warm and new:
-                result["warm"] = self._warm_new()
+                result["warm"] = self._warm_new({e["id"] for e in new}, self._clock() + max(0.0, wait_s))
             return result
         finally:
             if warm:
                 with self._lock:
                     self._held = self._warm_submitted_at = None
 
-    def _warm_new(self) -> dict[str, Any]:
-        """The warm-up of `add(warm=True)`: run again once if it failed; the errors are logged and kept."""
+    def _warm_new(self, new_ids: set[str], deadline: float) -> dict[str, Any]:
+        """The warm-up of `add(warm=True)`, until the new executors have run a task of it (module docstring);
+        a warm-up that fails is run once more. Errors are logged and kept."""
         if self._warmer is None:
             return {"ok": False, "error": "this job has no warm-up"}
+
+        def new_ones() -> list[dict[str, Any]]:
+            return [e for e in self.control.executors() if e["id"] in new_ids]
+
+        self._wait(lambda ex: all(e.get("port", 1) for e in ex if e["id"] in new_ids), deadline - self._clock())
         errors: list[str] = []
-        for attempt in range(1, WARM_ATTEMPTS + 1):
+        runs = 0
+        while True:
             figures = self.warm(on_submit=self._mark_warm_submitted)
-            if figures["ok"]:
+            runs += 1
+            if not figures["ok"]:
+                errors.append(figures["error"])
+                log.warning("warm-up attempt %d failed: %s", runs, figures["error"])
+            current = new_ones()
+            # None: this control does not count tasks, so there is nothing to check
+            reached = None if any("tasks" not in e for e in current) else all(e["tasks"] > 0 for e in current)
+            if figures["ok"] and reached is not False:
                 break
-            errors.append(figures["error"])
-            log.warning("warm-up attempt %d of %d failed: %s", attempt, WARM_ATTEMPTS, figures["error"])
-        return {**figures, "attempts": attempt, "errors": errors}
+            if len(errors) >= WARM_ATTEMPTS or runs >= WARM_RUNS or self._clock() >= deadline:
+                break
+            if figures["ok"]:
+                log.info("warm-up %d ran on the old executors only; once more", runs)
+            self._sleep(WARM_RETRY_S)
+        return {**figures, "attempts": runs, "errors": errors, "on_new_executor": reached}
 
     def _mark_warm_submitted(self) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobs.executors import ScalingUnsupported
-from jobs.hook import HookError, ScalingHook
+from jobs.hook import WARM_RUNS, HookError, ScalingHook
 from jobs.http_api import DriverApi, serve
 from jobs.metrics import prometheus_text
 
@@ -230,6 +230,51 @@ def test_add_with_warm_runs_a_failed_warm_up_once_more_and_reports_both_attempts
     second = hook.add(host="c", wait_s=5, warm=True)["warm"]  # failed twice: reported, not raised
     assert second["ok"] is False and second["attempts"] == 2 and len(second["errors"]) == 2
     assert hook.stream_slots() == 3  # nothing held afterwards either way
+
+
+class SlowLaunchCluster(InMemoryCluster):
+    """A new executor is listed at once, with port 0 for its first two listings (no block manager yet), and
+    counts the tasks each executor ran, as the UI's REST API does."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        super().__init__(hosts)
+        self.listings: dict[str, int] = {}
+
+    def executors(self) -> list[dict[str, Any]]:
+        out = []
+        for e in self.running:
+            seen = self.listings[e["id"]] = self.listings.get(e["id"], 0) + 1
+            out.append({**e, "port": e["port"] if seen > 2 else 0, "tasks": e.setdefault("tasks", 0)})
+        return out
+
+
+def test_add_with_warm_waits_for_the_block_manager_and_warms_until_the_new_executor_ran_a_task() -> None:
+    cluster = SlowLaunchCluster(["a", "b"])
+    cluster.set_target(1)
+    cluster.listings["0"] = 99  # the old executor is long up
+    ports_seen: list[int] = []
+
+    def warmer(tasks: int) -> dict[str, Any]:
+        new = cluster.running[-1]
+        ports_seen.append(cluster.executors()[-1]["port"])
+        if len(ports_seen) >= 2:  # the first warm-up's tasks all went to the old executor; the second reached it
+            new["tasks"] += 1
+        return {"tasks": tasks, "rows": tasks, "warm_s": 0.1}
+
+    hook = ScalingHook(cluster, sleep=lambda s: None, warmer=warmer)
+    warm = hook.add(host="b", wait_s=5, warm=True)["warm"]
+    assert ports_seen[0] != 0  # not before the new executor's block manager registered
+    assert warm["ok"] is True and warm["attempts"] == 2 and warm["on_new_executor"] is True
+
+
+def test_add_with_warm_gives_up_after_a_bounded_number_of_warm_ups() -> None:
+    cluster = SlowLaunchCluster(["a", "b"])
+    cluster.set_target(1)
+    hook = ScalingHook(cluster, sleep=lambda s: None,
+                       warmer=lambda tasks: {"tasks": tasks, "rows": tasks, "warm_s": 0.1})  # never reaches it
+    warm = hook.add(host="b", wait_s=5, warm=True)["warm"]
+    assert warm["ok"] is True and warm["on_new_executor"] is False and warm["attempts"] == WARM_RUNS
+    assert hook.stream_slots() == 2  # it counts anyway: the stream is not held forever
 
 
 def test_a_batch_waits_for_the_warm_up_to_be_queued_when_the_new_executor_is_already_there() -> None:

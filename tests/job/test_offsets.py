@@ -44,6 +44,6 @@ def test_normalise_and_held_back() -> None:
 def test_a_fetch_is_sized_to_its_range() -> None:
     from jobs.kafka_source import fetch_size
 
-    assert fetch_size(Range(0, 0, 500)) == 1 << 20  # small ranges: 1 MiB, not the 16 MiB a backlog would fill
-    assert fetch_size(Range(0, 1_000, 5_000)) == 4_000 * 1024
+    assert fetch_size(Range(0, 0, 50)) == 64 << 10  # small ranges: 64 KiB, not the 16 MiB a backlog would fill
+    assert fetch_size(Range(0, 1_000, 5_000)) == 4_000 * 512
     assert fetch_size(Range(0, 0, 10**6)) == 16 << 20

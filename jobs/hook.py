@@ -6,18 +6,18 @@ learns where it landed. `remove` kills the executors of a host (or given ids) an
 `warm` runs the warm-up job of `jobs.warm`, so that a just-added executor pays its cold start before the
 stream's micro-batches reach it.
 
-`add(..., warm=True)` makes that deterministic. A micro-batch has as many tasks as `stream_slots()` says (the
-job coalesces its input to it): while the add is under way only the executors from before count, so no task
-of the stream ever waits for a core when the new executor registers (Spark would hand it that core at once,
-and the whole batch would wait for the cold start). Once the new executor shows up the hook submits the
-warm-up job; a micro-batch that starts in that instant waits until the job is submitted, so that the warm-up
-comes first in Spark's FIFO order and takes the new core. When the warm-up is done, the new executor counts.
-
-An executor is listed as soon as it registers, but the scheduler offers its core only once it has built its
-block manager and reported itself launched (seconds later in a cold JVM inside a small budget); a warm-up
-submitted in between runs on the old executors alone, and the stream's next batch pays the cold start after
-all. So the warm-up waits for the block manager (a port in the listing) and is run again, a few times, until
-the listing shows the new executor has run a task.
+`add(..., warm=True)` keeps the stream's tasks off the new executor until the warm-up holds its core. A
+micro-batch has as many tasks as `stream_slots()` says (the job coalesces its input to it): while the add is
+under way only the executors from before count, so no task of the stream ever waits for a core. That is not
+enough: Spark hands a free core to whichever task is queued, and the new executor's core becomes free the
+moment it has built its block manager and reported itself launched, seconds after it is listed (a cold JVM in
+a small budget). A micro-batch queued at that moment would put one of its tasks there, and the whole batch
+would wait for the cold start (16-22 s at a quarter core, seen in the demo). So once the new executor is listed
+the hook submits the warm-up job, again and again while its tasks find only the old executors free, and the
+stream's next micro-batch waits (at most `patience_s`) until the listing shows the new executor has started a
+task: the warm-up's, which then holds that core for the cold start while the stream goes on, on the old
+executors. When the warm-up is done, the new executor counts. A control that does not count tasks per
+executor falls back to waiting until the warm-up job was submitted.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from jobs.executors import ExecutorControl
 
 log = logging.getLogger(__name__)
 WARM_ATTEMPTS = 2  # a warm-up that failed once (a task lost to a cold executor's first Kafka fetch) is run again
-WARM_RUNS = 8  # warm-ups in all while the new executor has run no task yet (module docstring)
-WARM_RETRY_S = 0.5
+WARM_RUNS = 40  # warm-ups in all while the new executor has started no task yet (module docstring)
+WARM_RETRY_S = 0.1
 
 
 class HookError(ValueError):
@@ -112,7 +112,6 @@ class ScalingHook:
         def new_ones() -> list[dict[str, Any]]:
             return [e for e in self.control.executors() if e["id"] in new_ids]
 
-        self._wait(lambda ex: all(e.get("port", 1) for e in ex if e["id"] in new_ids), deadline - self._clock())
         errors: list[str] = []
         runs = 0
         while True:
@@ -122,8 +121,7 @@ class ScalingHook:
                 errors.append(figures["error"])
                 log.warning("warm-up attempt %d failed: %s", runs, figures["error"])
             current = new_ones()
-            # None: this control does not count tasks, so there is nothing to check
-            reached = None if any("tasks" not in e for e in current) else all(e["tasks"] > 0 for e in current)
+            reached = _started_a_task(current)
             if figures["ok"] and reached is not False:
                 break
             if len(errors) >= WARM_ATTEMPTS or runs >= WARM_RUNS or self._clock() >= deadline:
@@ -137,12 +135,13 @@ class ScalingHook:
         with self._lock:
             self._warm_submitted_at = self._clock()
 
-    def stream_slots(self, settle_s: float = 0.3, patience_s: float = 5.0) -> int | None:
+    def stream_slots(self, settle_s: float = 0.3, patience_s: float = 10.0) -> int | None:
         """How many tasks the next micro-batch should have: one per executor that counts (all of them, except
         a new one during `add(warm=True)`); None in local mode (no limit).
 
-        If a new executor is already there but its warm-up job is not yet submitted (or was submitted less than
-        `settle_s` ago), wait for that, at most `patience_s`: the warm-up must reach Spark's queue first."""
+        While a new executor is listed but no task has started on it yet (the warm-up's should), wait, at most
+        `patience_s` (module docstring). Without task counts: wait until the warm-up job was submitted
+        `settle_s` ago."""
         if getattr(self.control, "local", False):
             return None
         deadline = self._clock() + patience_s
@@ -153,9 +152,10 @@ class ScalingHook:
             if held is None:
                 return max(1, len(current))
             counted = [e for e in current if e["id"] in held]
-            newcomer = len(counted) < len(current)
-            settled = submitted is not None and self._clock() - submitted >= settle_s
-            if not newcomer or settled or self._clock() >= deadline:
+            newcomers = [e for e in current if e["id"] not in held]
+            started = _started_a_task(newcomers)
+            ready = (submitted is not None and self._clock() - submitted >= settle_s) if started is None else started
+            if not newcomers or ready or self._clock() >= deadline:
                 return max(1, len(counted))
             self._sleep(min(self._poll_s, 0.05))
 
@@ -211,3 +211,10 @@ class ScalingHook:
         if killed:
             self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
         return killed
+
+
+def _started_a_task(executors: list[dict[str, Any]]) -> bool | None:
+    """Whether every one of `executors` has started a task; None when the listing does not count tasks."""
+    if any("tasks" not in e for e in executors):
+        return None
+    return all(e["tasks"] > 0 for e in executors)

@@ -232,43 +232,52 @@ def test_add_with_warm_runs_a_failed_warm_up_once_more_and_reports_both_attempts
     assert hook.stream_slots() == 3  # nothing held afterwards either way
 
 
-class SlowLaunchCluster(InMemoryCluster):
-    """A new executor is listed at once, with port 0 for its first two listings (no block manager yet), and
-    counts the tasks each executor ran, as the UI's REST API does."""
-
-    def __init__(self, hosts: list[str]) -> None:
-        super().__init__(hosts)
-        self.listings: dict[str, int] = {}
+class TaskCountingCluster(InMemoryCluster):
+    """Counts the tasks each executor started, as the UI's REST API does."""
 
     def executors(self) -> list[dict[str, Any]]:
-        out = []
-        for e in self.running:
-            seen = self.listings[e["id"]] = self.listings.get(e["id"], 0) + 1
-            out.append({**e, "port": e["port"] if seen > 2 else 0, "tasks": e.setdefault("tasks", 0)})
-        return out
+        return [{**e, "tasks": e.setdefault("tasks", 0)} for e in self.running]
 
 
-def test_add_with_warm_waits_for_the_block_manager_and_warms_until_the_new_executor_ran_a_task() -> None:
-    cluster = SlowLaunchCluster(["a", "b"])
+def test_add_with_warm_runs_the_warm_up_again_until_a_task_started_on_the_new_executor() -> None:
+    cluster = TaskCountingCluster(["a", "b"])
     cluster.set_target(1)
-    cluster.listings["0"] = 99  # the old executor is long up
-    ports_seen: list[int] = []
+    cluster.running[0]["tasks"] = 50  # the old executor is long up
+    slots_while_warming: list[int | None] = []
+    hook: ScalingHook
 
     def warmer(tasks: int) -> dict[str, Any]:
         new = cluster.running[-1]
-        ports_seen.append(cluster.executors()[-1]["port"])
-        if len(ports_seen) >= 2:  # the first warm-up's tasks all went to the old executor; the second reached it
+        runs = len(slots_while_warming) + 1
+        if runs == 3:  # the first two found only the old executor free; the third got the new one's core
             new["tasks"] += 1
+        slots_while_warming.append(hook.stream_slots(patience_s=0.0))
         return {"tasks": tasks, "rows": tasks, "warm_s": 0.1}
 
     hook = ScalingHook(cluster, sleep=lambda s: None, warmer=warmer)
     warm = hook.add(host="b", wait_s=5, warm=True)["warm"]
-    assert ports_seen[0] != 0  # not before the new executor's block manager registered
-    assert warm["ok"] is True and warm["attempts"] == 2 and warm["on_new_executor"] is True
+    assert warm["ok"] is True and warm["attempts"] == 3 and warm["on_new_executor"] is True
+    assert slots_while_warming == [1, 1, 1]  # the stream keeps to the old executor throughout
+    assert hook.stream_slots() == 2
+
+
+def test_a_batch_waits_until_a_task_started_on_the_new_executor() -> None:
+    cluster = TaskCountingCluster(["a", "b"])
+    cluster.set_target(1)
+    t = FakeTime()
+    hook = ScalingHook(cluster, sleep=t.sleep, clock=t.clock)
+    hook._held = {"0"}  # an add(warm=True) under way, the way `add` sets it
+    cluster.set_target(2)  # the new executor is listed; nothing runs on it yet
+    hook._mark_warm_submitted()  # submitted, but its tasks may all have gone to the old executor
+    assert hook.stream_slots(patience_s=3.0) == 1
+    assert t.now >= 3.0  # it waited its patience out: submitted is not enough when tasks are counted
+    cluster.running[-1]["tasks"] = 1  # the warm-up's task holds the new core
+    start = t.now
+    assert hook.stream_slots(patience_s=3.0) == 1 and t.now == start  # at once
 
 
 def test_add_with_warm_gives_up_after_a_bounded_number_of_warm_ups() -> None:
-    cluster = SlowLaunchCluster(["a", "b"])
+    cluster = TaskCountingCluster(["a", "b"])
     cluster.set_target(1)
     hook = ScalingHook(cluster, sleep=lambda s: None,
                        warmer=lambda tasks: {"tasks": tasks, "rows": tasks, "warm_s": 0.1})  # never reaches it

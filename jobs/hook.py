@@ -13,10 +13,11 @@ enough: Spark hands a free core to whichever task is queued, and the new executo
 moment it has built its block manager and reported itself launched, seconds after it is listed (a cold JVM in
 a small budget). A micro-batch queued at that moment would put one of its tasks there, and the whole batch
 would wait for the cold start (16-22 s at a quarter core, seen in the demo). So once the new executor is listed
-the hook submits the warm-up job, again and again while its tasks find only the old executors free, and the
-stream's next micro-batch waits (at most `patience_s`) until the listing shows the new executor has started a
-task: the warm-up's, which then holds that core for the cold start while the stream goes on, on the old
-executors. When the warm-up is done, the new executor counts. A control that does not count tasks per
+the hook submits the warm-up job, again and again while its tasks find only the old executors free; and once
+the new executor's block manager is registered (its port shows in the listing, just before its core is
+offered), the stream's next micro-batch waits (at most `patience_s`) until the listing shows the new executor
+has started a task: the warm-up's, which then holds that core for the cold start while the stream goes on, on
+the old executors. When the warm-up is done, the new executor counts. A control that does not count tasks per
 executor falls back to waiting until the warm-up job was submitted.
 """
 
@@ -139,9 +140,9 @@ class ScalingHook:
         """How many tasks the next micro-batch should have: one per executor that counts (all of them, except
         a new one during `add(warm=True)`); None in local mode (no limit).
 
-        While a new executor is listed but no task has started on it yet (the warm-up's should), wait, at most
-        `patience_s` (module docstring). Without task counts: wait until the warm-up job was submitted
-        `settle_s` ago."""
+        While a new executor has registered its block manager (so Spark may offer its core any moment) but no
+        task has started on it yet (the warm-up's should), wait, at most `patience_s` (module docstring).
+        Without task counts: wait until the warm-up job was submitted `settle_s` ago."""
         if getattr(self.control, "local", False):
             return None
         deadline = self._clock() + patience_s
@@ -153,9 +154,11 @@ class ScalingHook:
                 return max(1, len(current))
             counted = [e for e in current if e["id"] in held]
             newcomers = [e for e in current if e["id"] not in held]
-            started = _started_a_task(newcomers)
+            # a listed executor without a block manager yet (port 0) cannot be offered a task
+            launching = [e for e in newcomers if e.get("port", 1) != 0]
+            started = _started_a_task(launching)
             ready = (submitted is not None and self._clock() - submitted >= settle_s) if started is None else started
-            if not newcomers or ready or self._clock() >= deadline:
+            if not launching or ready or self._clock() >= deadline:
                 return max(1, len(counted))
             self._sleep(min(self._poll_s, 0.05))
 

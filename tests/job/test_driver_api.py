@@ -269,6 +269,9 @@ def test_a_batch_waits_until_a_task_started_on_the_new_executor() -> None:
     hook._held = {"0"}  # an add(warm=True) under way, the way `add` sets it
     cluster.set_target(2)  # the new executor is listed; nothing runs on it yet
     hook._mark_warm_submitted()  # submitted, but its tasks may all have gone to the old executor
+    cluster.running[-1]["port"] = 0  # no block manager yet: its core cannot be offered, the stream goes on
+    assert hook.stream_slots(patience_s=3.0) == 1 and t.now == 0.0
+    cluster.running[-1]["port"] = 4000  # registered: its core may be offered any moment
     assert hook.stream_slots(patience_s=3.0) == 1
     assert t.now >= 3.0  # it waited its patience out: submitted is not enough when tasks are counted
     cluster.running[-1]["tasks"] = 1  # the warm-up's task holds the new core

@@ -13,7 +13,8 @@ enough: Spark hands a free core to whichever task is queued, and the new executo
 moment it has built its block manager and reported itself launched, seconds after it is listed (a cold JVM in
 a small budget). A micro-batch queued at that moment would put one of its tasks there, and the whole batch
 would wait for the cold start (16-22 s at a quarter core, seen in the demo). So once the new executor is listed
-the hook submits the warm-up job, again and again while its tasks find only the old executors free; and once
+the hook submits the warm-up job, and again (once the new executor's block manager is registered) while its
+tasks find only the old executors free; and once
 the new executor's block manager is registered (its port shows in the listing, just before its core is
 offered), the stream's next micro-batch waits (at most `patience_s`) until the listing shows the new executor
 has started a task: the warm-up's, which then holds that core for the cold start while the stream goes on, on
@@ -129,6 +130,9 @@ class ScalingHook:
                 break
             if figures["ok"]:
                 log.info("warm-up %d ran on the old executors only; once more", runs)
+            # no core of the new executor can be offered before its block manager registered: run again then
+            self._wait(lambda ex: all(e.get("port", 1) != 0 for e in ex if e["id"] in new_ids),
+                       deadline - self._clock())
             self._sleep(WARM_RETRY_S)
         return {**figures, "attempts": runs, "errors": errors, "on_new_executor": reached}
 

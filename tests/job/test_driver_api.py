@@ -7,6 +7,7 @@ an in-memory cluster stands in so that routes, auth and the waiting logic are ch
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -277,6 +278,34 @@ def test_a_batch_waits_until_a_task_started_on_the_new_executor() -> None:
     cluster.running[-1]["tasks"] = 1  # the warm-up's task holds the new core
     start = t.now
     assert hook.stream_slots(patience_s=3.0) == 1 and t.now == start  # at once
+
+
+def test_add_with_warm_runs_again_only_once_the_block_manager_registered() -> None:
+    cluster = TaskCountingCluster(["a", "b"])
+    cluster.set_target(1)
+    ports_at_run: list[int] = []
+    listings = 0
+
+    def executors() -> list[dict[str, Any]]:
+        nonlocal listings
+        listings += 1
+        if listings == 40 and len(cluster.running) > 1:  # the block manager registers a while after the listing
+            cluster.running[-1]["port"] = 4000
+        return TaskCountingCluster.executors(cluster)
+
+    def warmer(tasks: int) -> dict[str, Any]:
+        new = cluster.running[-1]
+        ports_at_run.append(new["port"])
+        if new["port"]:
+            new["tasks"] += 1  # launched: the warm-up's task gets its core
+        return {"tasks": tasks, "rows": tasks, "warm_s": 0.1}
+
+    cluster.executors = executors  # type: ignore[method-assign]
+    hook = ScalingHook(cluster, sleep=lambda s: None, warmer=warmer)
+    cluster.running.append({"id": "9", "host": "b", "port": 0})  # listed, no block manager yet
+    warm = hook._warm_new({"9"}, deadline=time.monotonic() + 5)
+    assert ports_at_run == [0, 4000]  # once at the listing, then not again until the block manager is there
+    assert warm["attempts"] == 2 and warm["on_new_executor"] is True
 
 
 def test_add_with_warm_gives_up_after_a_bounded_number_of_warm_ups() -> None:

@@ -71,11 +71,12 @@ class _OneObservation(Backend):
 def test_live_calibration_orders_1_2_3_nodes_and_starts_a_controller(tmp_path: Path) -> None:
     out = tmp_path / "model.json"
     t0 = time.monotonic()
-    # 0.15 core per node: three nodes must stay below what the whole machine (broker, injector, driver on 2
-    # cores) can carry, or the third node's MST would be capped by the machine instead of the node
+    # 0.25 core per node (the default). At 0.15 core a task's fixed costs (Kafka clients, Python worker, the
+    # driver's share of each batch: ~1.1 s of a batch at 3 nodes) left the third node within the noise of the
+    # second, and CI twice measured n=3 below n=2 (598 < 633, 597 < 714; docs/calibration.md)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gesscale", "calibrate", "--backend", "local", "--replicas", "1,2,3",
-         "--placements", "near", "--node-cpu", "0.15", "--port-shift", str(SHIFT), "--run-dir",
+         "--placements", "near", "--node-cpu", "0.25", "--port-shift", str(SHIFT), "--run-dir",
          str(tmp_path / "tb"), "--out", str(out), *FAST],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:

@@ -262,13 +262,19 @@ def test_add_with_warm_runs_the_warm_up_again_until_a_task_started_on_the_new_ex
     assert hook.stream_slots() == 2
 
 
-def test_a_batch_waits_until_a_task_started_on_the_new_executor() -> None:
-    cluster = TaskCountingCluster(["a", "b"])
+def _mid_add(cluster: InMemoryCluster) -> tuple[FakeTime, ScalingHook]:
+    """A hook in the middle of `add(warm=True)` on a one-executor cluster whose new executor just registered."""
     cluster.set_target(1)
     t = FakeTime()
     hook = ScalingHook(cluster, sleep=t.sleep, clock=t.clock)
     hook._held = {"0"}  # an add(warm=True) under way, the way `add` sets it
-    cluster.set_target(2)  # the new executor is listed; nothing runs on it yet
+    cluster.set_target(2)  # the new executor is listed; nothing runs on it yet, no warm-up submitted yet
+    return t, hook
+
+
+def test_a_batch_waits_until_a_task_started_on_the_new_executor() -> None:
+    cluster = TaskCountingCluster(["a", "b"])
+    t, hook = _mid_add(cluster)
     hook._mark_warm_submitted()  # submitted, but its tasks may all have gone to the old executor
     cluster.running[-1]["port"] = 0  # no block manager yet: its core cannot be offered, the stream goes on
     assert hook.stream_slots(patience_s=3.0) == 1 and t.now == 0.0
@@ -319,12 +325,7 @@ def test_add_with_warm_gives_up_after_a_bounded_number_of_warm_ups() -> None:
 
 
 def test_a_batch_waits_for_the_warm_up_to_be_queued_when_the_new_executor_is_already_there() -> None:
-    cluster = InMemoryCluster(["a", "b"])
-    cluster.set_target(1)
-    t = FakeTime()
-    hook = ScalingHook(cluster, sleep=t.sleep, clock=t.clock)
-    hook._held = {"0"}  # an add(warm=True) under way, the way `add` sets it
-    cluster.set_target(2)  # the new executor registered; the warm-up job is not submitted yet
+    t, hook = _mid_add(InMemoryCluster(["a", "b"]))
     assert hook.stream_slots(settle_s=0.3, patience_s=2.0) == 1
     assert t.now >= 2.0  # it waited its patience out
     hook._mark_warm_submitted()

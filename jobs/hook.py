@@ -13,13 +13,12 @@ enough: Spark hands a free core to whichever task is queued, and the new executo
 moment it has built its block manager and reported itself launched, seconds after it is listed (a cold JVM in
 a small budget). A micro-batch queued at that moment would put one of its tasks there, and the whole batch
 would wait for the cold start (16-22 s at a quarter core, seen in the demo). So once the new executor is listed
-the hook submits the warm-up job, and again (once the new executor's block manager is registered) while its
-tasks find only the old executors free; and once
-the new executor's block manager is registered (its port shows in the listing, just before its core is
-offered), the stream's next micro-batch waits (at most `patience_s`) until the listing shows the new executor
-has started a task: the warm-up's, which then holds that core for the cold start while the stream goes on, on
-the old executors. When the warm-up is done, the new executor counts. A control that does not count tasks per
-executor falls back to waiting until the warm-up job was submitted.
+the hook submits the warm-up job, and submits it again while its tasks find only the old executors free (each
+time once the new executor's block manager is registered: its port shows in the listing just before its core
+is offered). From that moment on, the stream's next micro-batch waits (at most `patience_s`) until the listing
+shows a task started on the new executor: the warm-up's, which then holds that core for the cold start while
+the stream goes on, on the old executors. When the warm-up is done, the new executor counts. A control that
+does not count tasks per executor falls back to waiting until the warm-up job was submitted.
 """
 
 from __future__ import annotations
@@ -111,9 +110,6 @@ class ScalingHook:
         if self._warmer is None:
             return {"ok": False, "error": "this job has no warm-up"}
 
-        def new_ones() -> list[dict[str, Any]]:
-            return [e for e in self.control.executors() if e["id"] in new_ids]
-
         errors: list[str] = []
         runs = 0
         while True:
@@ -122,8 +118,7 @@ class ScalingHook:
             if not figures["ok"]:
                 errors.append(figures["error"])
                 log.warning("warm-up attempt %d failed: %s", runs, figures["error"])
-            current = new_ones()
-            reached = _started_a_task(current)
+            reached = _started_a_task([e for e in self.control.executors() if e["id"] in new_ids])
             if figures["ok"] and reached is not False:
                 break
             if len(errors) >= WARM_ATTEMPTS or runs >= WARM_RUNS or self._clock() >= deadline:
@@ -131,8 +126,7 @@ class ScalingHook:
             if figures["ok"]:
                 log.info("warm-up %d ran on the old executors only; once more", runs)
             # no core of the new executor can be offered before its block manager registered: run again then
-            self._wait(lambda ex: all(e.get("port", 1) != 0 for e in ex if e["id"] in new_ids),
-                       deadline - self._clock())
+            self._wait(lambda ex: all(_registered(e) for e in ex if e["id"] in new_ids), deadline - self._clock())
             self._sleep(WARM_RETRY_S)
         return {**figures, "attempts": runs, "errors": errors, "on_new_executor": reached}
 
@@ -158,8 +152,7 @@ class ScalingHook:
                 return max(1, len(current))
             counted = [e for e in current if e["id"] in held]
             newcomers = [e for e in current if e["id"] not in held]
-            # a listed executor without a block manager yet (port 0) cannot be offered a task
-            launching = [e for e in newcomers if e.get("port", 1) != 0]
+            launching = [e for e in newcomers if _registered(e)]
             started = _started_a_task(launching)
             ready = (submitted is not None and self._clock() - submitted >= settle_s) if started is None else started
             if not launching or ready or self._clock() >= deadline:
@@ -225,3 +218,9 @@ def _started_a_task(executors: list[dict[str, Any]]) -> bool | None:
     if any("tasks" not in e for e in executors):
         return None
     return all(e["tasks"] > 0 for e in executors)
+
+
+def _registered(executor: dict[str, Any]) -> bool:
+    """Whether the executor's block manager has registered (a port in the listing); before that Spark cannot
+    offer its core. A listing without ports counts as registered."""
+    return executor.get("port", 1) != 0

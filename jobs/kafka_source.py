@@ -42,11 +42,12 @@ def fetch_size(rng: Range, record_bytes: int = 512) -> int:
     """Bytes a fetch may return for `rng`: about the range itself (records of up to ~0.5 KB; a taxi ride is ~0.2),
     between 64 KiB and 16 MiB.
 
-    A fetch returns what the broker has after the position, up to about this size (whole record batches), and
-    the client takes it all in; with a backlog, a 500-record range fetched 16 MiB (~40 000 records) and threw
-    almost all of it away, in the executor's CPU budget and the broker's. What decides is `read_range` asking
-    for no more records than it needs; on top of that, a 333-record range 50 000 records behind the end took
-    75 ms of CPU per read with this size against 81-129 ms with 1 MiB (noisy, a few runs)."""
+    A Kafka broker answers a fetch with what it has after the position, up to about this size (whole record
+    batches; the embedded noida-db ignores the size), and the client takes it all in: with a backlog, a
+    500-record range fetched 16 MiB (~40 000 records) and threw almost all of it away, in the executor's CPU
+    budget and the broker's. What decides is `read_range` asking for no more records than it needs; on top of
+    that, a 333-record range 50 000 records behind the end took 75 ms of CPU per read with this size against
+    81-129 ms with 1 MiB (noisy, a few runs)."""
     return max(64 << 10, min(16 << 20, (rng.until - rng.start) * record_bytes))
 
 

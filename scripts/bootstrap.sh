@@ -11,6 +11,7 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_pkgs+
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
 command -v tc >/dev/null 2>&1 || need_pkgs+=(iproute2)
+command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need_pkgs+=(iptables)  # userspace WAN emulation (NFQUEUE)
 command -v sudo >/dev/null 2>&1 || need_pkgs+=(sudo)  # become on the SSH test fleet (tests/fleet)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"

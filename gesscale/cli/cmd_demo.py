@@ -41,6 +41,10 @@ def _print_report(report: dict) -> None:
     verdict = "[green]exactly once[/green]" if exact else "[red]NOT exactly once[/red]"
     console.print(f"records produced {report['produced']}, processed {report['processed']}, lost {report['lost']}, "
                   f"duplicated {report['duplicated']} (dead letters {report['dead_letters']}): {verdict}")
+    load = report.get("load") or {}
+    if load:
+        console.print(f"load: {load['rides_per_day']} rides in the day, peak {load['peak_rate']:.0f} records/s "
+                      f"({load['chosen']})")
     if report.get("unprocessed"):
         console.print(f"[yellow]{report['unprocessed']} records were still waiting when the run stopped (time limit; "
                       "raise --drain-timeout); they are neither processed nor lost[/yellow]")
@@ -85,8 +89,13 @@ def register(app: typer.Typer) -> None:
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
         day: float = typer.Option(_D.day_s, "--day", help="Seconds one taxi day is compressed into (run longer with "
                                   "a larger value)."),
-        rides_per_day: int = typer.Option(_D.rides_per_day, "--rides-per-day",
-                                           help="Synthetic rides in the day (x3 records)."),
+        rides_per_day: int = typer.Option(None, "--rides-per-day", help="Synthetic rides in the day (x3 records) "
+                                           "[default: sized from what one node sustains, see --peak-load]."),
+        peak_load: float = typer.Option(_D.peak_load, "--peak-load", help="Without --rides-per-day: the day's "
+                                        "peak as a multiple of the records/s one node sustains, measured in the "
+                                        "warm-up (2 needs about three nodes)."),
+        probe: float = typer.Option(_D.probe_s, "--probe", help="Without --rides-per-day: keep one node saturated "
+                                    "at least this long (s) before measuring what it sustains."),
         start_hour: int = typer.Option(_D.start_hour, "--start-hour",
                                         help="Hour of the day the replay starts at (0-23)."),
         control_period: float = typer.Option(_D.control_period_s, "--control-period", help="Controller period (s)."),
@@ -138,7 +147,8 @@ def register(app: typer.Typer) -> None:
                 f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "
                 f"n={r.observation.n} -> {r.decision.reason}"))
         opts = DemoOptions(out=out, report=report, nodes=nodes, node_cpu=node_cpu, policy=policy, strategy=strategy,
-                           day_s=day, rides_per_day=rides_per_day, start_hour=start_hour,
+                           day_s=day, rides_per_day=rides_per_day, peak_load=peak_load, probe_s=probe,
+                           start_hour=start_hour,
                            control_period_s=control_period, warmup_s=warmup, drain_timeout_s=drain_timeout,
                            sim_policies=sim_policies, listeners=listeners)
         if view and console.is_terminal:

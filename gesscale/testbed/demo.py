@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.workloads import TAXI_HOURLY_SHARE, taxi_mean_rate
 
+DUPLICATION = 3  # each ride is sent three times (distinct keys), as in Gesscale's experiments
 SIM_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
 WARMUP_RECORDS = 500
 
@@ -31,14 +33,16 @@ class DemoOptions:
     out: Path = Path("out/demo")
     report: Path | None = None  # default: <out>/report.json
     nodes: int = 6
-    # A node's budget and the day's volume go together: the evening peak (~1 550 records/s) must need three nodes
-    # (MST(2) was 1 180-1 490/s here) while the whole machine (broker, producer, driver, executors on 2 cores) still
-    # keeps up with it.
     node_cpu: float = 0.25
     policy: str = "gesscale"
     strategy: str = "live"
     day_s: float = 120.0  # one taxi day compressed into this many seconds
-    rides_per_day: int = 40_000
+    # The day's volume: None sizes it from what one node sustains on this machine, measured during the warm-up
+    # (`node_rate`), so that the evening peak is `peak_load` times that; a number fixes it instead. MST(2) was
+    # 1.15-1.9 x MST(1) in the runs of docs/testbed.md, so a peak of 2 x MST(1) needs three nodes.
+    rides_per_day: int | None = None
+    peak_load: float = 2.0
+    probe_s: float = 15.0  # the warm-up keeps one node saturated at least this long, until its batches are steady
     start_hour: int = 4  # start in the night trough, so the day rises to its evening peak and falls again
     control_period_s: float = 10.0
     warmup_s: float = 10.0
@@ -57,8 +61,19 @@ class DemoOptions:
 
     def workload(self) -> dict[str, Any]:
         """The taxi workload spec shared by the producer (`--pattern`) and the calibrated scenario."""
+        if self.rides_per_day is None:
+            raise ValueError("the day's volume is sized after the warm-up (size_day)")
         return {"kind": "taxi", "speed": round(self.speed, 6), "days": 1, "rides_per_day": self.rides_per_day,
-                "start_hour": self.start_hour, "duplication": 3}
+                "start_hour": self.start_hour, "duplication": DUPLICATION}
+
+    def peak_rate(self) -> float:
+        """Records/s of the day's busiest hour (the taxi shape's mean; arrivals are Poisson around it)."""
+        return max(taxi_mean_rate(h, self.workload()) for h in range(24))
+
+    def size_day(self, node_rate: float) -> int:
+        """Rides per day whose peak is `peak_load` x `node_rate` records/s (what one node sustains)."""
+        per_ride = max(TAXI_HOURLY_SHARE) / 3600.0 * self.speed * DUPLICATION  # records/s at the peak per ride
+        return max(100, int(round(self.peak_load * node_rate / per_ride)))
 
     def pattern(self) -> str:
         """`gesscale produce --pattern` text of the workload."""
@@ -72,8 +87,12 @@ class DemoOptions:
             raise UserError("--node-cpu must be in (0, 1] cores")
         if self.day_s < 30:
             raise UserError("--day must be at least 30 s")
-        if self.rides_per_day < 100:
+        if self.rides_per_day is not None and self.rides_per_day < 100:
             raise UserError("--rides-per-day must be at least 100")
+        if not 1 <= self.peak_load <= 9:
+            raise UserError("--peak-load must be between 1 and 9 (times what one node sustains)")
+        if self.probe_s < 5:
+            raise UserError("--probe must be at least 5 s")
         if not 0 <= self.start_hour <= 23:
             raise UserError("--start-hour must be 0..23")
 
@@ -168,8 +187,20 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         t_warm = time.monotonic()
         _wait_first_batch(tb.job, timeout_s=300.0)
         timings["warm_up_s"] = time.monotonic() - t_warm
-        say(f"job warm after {timings['warm_up_s']:.0f} s; replaying one taxi day in {opts.day_s:.0f} s "
-            f"({opts.rides_per_day} rides x3); controller {opts.policy} ({opts.strategy}), "
+        load = {"rides_per_day": opts.rides_per_day, "chosen": "given (--rides-per-day)"}
+        if opts.rides_per_day is None:
+            t_probe = time.monotonic()
+            say(f"job started after {timings['warm_up_s']:.0f} s; measuring what {names[0]} sustains: saturated "
+                f"for at least {opts.probe_s:.0f} s until its batches are steady, then a burst ...")
+            rate = measure_node_rate(LocalBackend(tb.fleet, tb.job, lmap), names[0], opts.probe_s, say)
+            timings["probe_s"] = time.monotonic() - t_probe
+            opts.rides_per_day = opts.size_day(rate)
+            load = {"rides_per_day": opts.rides_per_day, "node_rate": round(rate, 1), "peak_load": opts.peak_load,
+                    "chosen": f"peak = {opts.peak_load:g} x the {rate:.0f} records/s one node sustained in the "
+                              "warm-up (saturated throughput of a drained burst)"}
+        load["peak_rate"] = round(opts.peak_rate(), 1)
+        say(f"replaying one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x{DUPLICATION}, peak "
+            f"{opts.peak_rate():.0f}/s); controller {opts.policy} ({opts.strategy}), "
             f"period {opts.control_period_s:g} s")
         # The day starts once the job is warm, so that the controller starts without a backlog (runs that started
         # the day with the job began with 30-60 k records waiting; docs/testbed.md, "Limits found on this machine").
@@ -217,6 +248,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         say("tearing the testbed down")
         tb.close()
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start)
+    report["load"] = load
     write_json(opts.report or out / "report.json", report)
     return report
 
@@ -243,6 +275,27 @@ def warm_up(bootstrap: str, topic: str, count: int) -> None:
         producer.flush(30)
     finally:
         producer.close(5)
+
+
+def measure_node_rate(backend: Any, node: str, seconds: float, say: Callable[[str], None]) -> float:
+    """Records/s the job sustains on `node` alone, warm: what the day's volume is sized from.
+
+    The capacity probe's warm-up keeps the node saturated for at least `seconds` and until its micro-batches
+    stop getting faster (a fresh executor speeds up over its first minute), then the throughput while it
+    drains a burst of full micro-batches is taken (`LocalProbeTarget.upper_bound`, without its headroom). The
+    probe's records are real records with unique keys, counted like every other.
+    """
+    from gesscale.testbed.probe_target import LocalProbeTarget
+
+    target = LocalProbeTarget(backend)  # quiet: its messages speak of a search that is not run here
+    try:
+        sent = target.warm_up(seconds)
+        target.upper_bound((node,))
+        rate = target.saturated[(node,)]
+    finally:
+        target.close()
+    say(f"    {node} sustains about {rate:.0f} records/s ({sent} warm-up records)")
+    return rate
 
 
 def _wait_first_batch(job: Any, timeout_s: float) -> None:

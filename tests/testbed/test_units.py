@@ -91,8 +91,28 @@ def test_demo_pattern_is_the_workload_the_simulator_replays() -> None:
     assert profile[:10].mean() < profile.max() / 3
 
 
+@pytest.mark.parametrize(("day_s", "node_rate", "peak_load"), [(120, 1064.0, 2.0), (120, 400.0, 1.5),
+                                                                 (600, 900.0, 2.0)])
+def test_demo_day_is_sized_so_its_peak_is_the_asked_multiple_of_one_node(day_s: float, node_rate: float,
+                                                                         peak_load: float) -> None:
+    opts = DemoOptions(day_s=day_s, peak_load=peak_load)
+    opts.rides_per_day = opts.size_day(node_rate)
+    assert opts.peak_rate() == pytest.approx(peak_load * node_rate, rel=1e-3)
+    # the profile the producer replays (Poisson around the hourly shape) peaks there too
+    profile = rate_profile(parse_pattern(opts.pattern()), seed=1)
+    hour_s = int(day_s / 24)
+    peak_hour = max(profile[i:i + hour_s].mean() for i in range(0, len(profile) - hour_s + 1, hour_s))
+    assert peak_hour == pytest.approx(peak_load * node_rate, rel=0.1)
+
+
+def test_demo_volume_is_unknown_until_sized() -> None:
+    with pytest.raises(ValueError):
+        DemoOptions().workload()
+
+
 @pytest.mark.parametrize(("field", "value"), [("nodes", 10), ("node_cpu", 0), ("node_cpu", 1.5), ("day_s", 5),
-                                              ("start_hour", 24)])
+                                              ("start_hour", 24), ("peak_load", 0.5), ("rides_per_day", 10),
+                                              ("probe_s", 1)])
 def test_demo_options_reject(field: str, value: float) -> None:
     with pytest.raises(UserError):
         DemoOptions(**{field: value}).validate()
@@ -103,7 +123,7 @@ def test_calibrated_scenario_is_valid_and_carries_the_run() -> None:
     model = {"fitted": True, "alpha": 150.0, "beta": 0.8, "gamma": 0.5,
              "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 140.0, "predicted": 150.0},
                               {"n": 2, "nd_max_ms": 9.0, "mst": 270.0, "predicted": 256.7}]}
-    workload = DemoOptions(day_s=120).workload()
+    workload = DemoOptions(day_s=120, rides_per_day=30_000).workload()
     doc = calibrated_scenario(model, [], [4.0, 6.0], lmap, workload, 10.0, 20.0, 3)
     sc = scenario_from_dict(doc, "test")
     assert sc.truth.alpha == 150.0 and sc.truth.beta == 0.8 and sc.truth.gamma == 0.5

@@ -65,7 +65,8 @@ class Daemon:
             pass
 
 
-def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Path, timeout_s: float) -> Daemon:
+def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Path, timeout_s: float,
+            cgroup_procs: Path | None = None) -> Daemon:
     with socket.socket() as probe:
         try:
             probe.bind((host, port))
@@ -79,8 +80,11 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     # Master and worker daemons do little work: C1 only and the serial GC start them faster on a small machine,
     # and so do Spark's classes from the class-data archive when there is one (jobs/cds.py).
     env.setdefault("SPARK_DAEMON_JAVA_OPTS", f"{BASE_OPTIONS} {cds_options()}".strip())
+    argv = [str(spark_home() / "bin" / "spark-class"), cls, *args]
+    if cgroup_procs is not None:  # join the cgroup before the JVM starts, so that all it opens belongs to it
+        argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(cgroup_procs), *argv]
     with log.open("wb") as fh:
-        proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), cls, *args], stdout=fh,
+        proc = subprocess.Popen(argv, stdout=fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     daemon = Daemon(name, host, port, proc, log)
     try:
@@ -98,9 +102,10 @@ def start_master(host: str, port: int, ui_port: int, work: Path, timeout_s: floa
 
 
 def start_worker(master_url: str, host: str, port: int, ui_port: int, work: Path, cores: int = 1,
-                 memory: str = "1g", timeout_s: float = 60.0) -> Daemon:
-    """Start a worker bound to `host` offering `cores` cores to the master at `master_url`."""
+                 memory: str = "1g", timeout_s: float = 60.0, cgroup_procs: Path | None = None) -> Daemon:
+    """Start a worker bound to `host` offering `cores` cores to the master at `master_url` (inside the cgroup
+    whose `cgroup.procs` file is given, with everything it launches)."""
     return _launch(f"worker-{host}", "org.apache.spark.deploy.worker.Worker",
                    ["--host", host, "--port", str(port), "--webui-port", str(ui_port), "--cores", str(cores),
                     "--memory", memory, "--work-dir", str(work / "work"), master_url],
-                   host, port, work, timeout_s)
+                   host, port, work, timeout_s, cgroup_procs)

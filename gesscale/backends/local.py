@@ -118,7 +118,7 @@ class LocalBackend(Backend):
 
     def __init__(self, fleet: Fleet, job: TestbedJob, latency_map: LatencyMap, *, strategy: str = "live",
                  control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0,
-                 warm: bool = True) -> None:
+                 warm: bool = True, wan: Any = None) -> None:
         if strategy not in STRATEGIES:
             raise UserError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
         missing = [n for n in fleet.names if n not in latency_map.nodes]
@@ -131,6 +131,7 @@ class LocalBackend(Backend):
         self.period_s = control_period_s
         self.settle_timeout_s = settle_timeout_s
         self.warm = warm
+        self.wan = wan  # gesscale.testbed.wan.TestbedWan: its health is checked every period
         self._input_end = input_end or self._broker_input_end
         self.log = BatchLog(job)
         self.reconfigurations: list[ReconfigRecord] = []
@@ -212,6 +213,11 @@ class LocalBackend(Backend):
         used = sum(cpu_now[n] - self._last_cpu.get(n, 0.0) for n in placement.nodes)
         budget = sum(self.fleet.state.nodes[n].cores for n in placement.nodes) * period
         self._last_cpu = cpu_now
+        extra: dict[str, Any] = {"batches": len(batches), "processed_total": self.log.processed, "input_total": end}
+        if self.wan is not None and (problem := self.wan.health()) is not None:
+            # Never let a period pass as emulated when it was not: restart the daemon and say so in the period.
+            extra["wan_restarted_s"] = self.wan.restart(problem)
+            extra["wan_problem"] = problem
         held = sum(1 for b in batches if b.get("held_back"))
         busy = sum(b["batch_duration_ms"] for b in batches) / 1000.0 / period
         return Observation(
@@ -227,7 +233,7 @@ class LocalBackend(Backend):
             nd_max_ms=placement.nd_max_ms,
             cpu=min(1.0, used / budget) if budget > 0 else None,
             busy=min(1.0, busy),
-            extra={"batches": len(batches), "processed_total": self.log.processed, "input_total": end},
+            extra=extra,
         )
 
     @property

@@ -19,6 +19,7 @@ from types import TracebackType
 from gesscale.errors import UserError
 from gesscale.testbed.fleet import Fleet, FleetPorts
 from gesscale.testbed.job import JobSettings, TestbedJob
+from gesscale.testbed.wan import TestbedWan, WanSettings
 
 DEFAULT_MAP = Path(__file__).resolve().parents[2] / "inventory" / "latency" / "fog9.yaml"
 KAFKA_PORT = 15092
@@ -39,6 +40,7 @@ class TestbedConfig:
     partitions: int = 6
     job: JobSettings | None = None
     ports: FleetPorts = field(default_factory=FleetPorts)
+    wan: WanSettings | None = None  # emulate the latency map between the nodes and the site (gesscale.testbed.wan)
 
 
 class Testbed:
@@ -46,10 +48,12 @@ class Testbed:
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, fleet: Fleet, job: TestbedJob, broker: object | None = None) -> None:
+    def __init__(self, fleet: Fleet, job: TestbedJob, broker: object | None = None,
+                 wan: TestbedWan | None = None) -> None:
         self.fleet = fleet
         self.job = job
         self.broker = broker
+        self.wan = wan
 
     @classmethod
     def up(cls, cfg: TestbedConfig, start_job: bool = True) -> Testbed:
@@ -65,6 +69,7 @@ class Testbed:
         broker = None
         fleet = None
         job = None
+        wan = None
         try:
             bootstrap = cfg.bootstrap
             if bootstrap is None:
@@ -77,10 +82,16 @@ class Testbed:
             if broker is not None:
                 fleet.state.extra["broker"] = {"pid": broker.process.pid, "argv": broker.process.argv,
                                                "log": str(broker.process.log_path)}
+            if cfg.wan is not None:
+                wan = TestbedWan.start(cfg.wan, {n: fleet.host_of(n) for n in fleet.names}, fleet.state.owner_pid,
+                                       run_dir)
+                fleet.state.extra["net_groups"] = str(wan.groups.parent)
+                fleet.state.extra["wan"] = wan.describe()
+                fleet.save()
             for node in initial:
                 fleet.start_worker(node)
             job = TestbedJob(run_dir, fleet.state.master_url, settings)
-            tb = cls(fleet, job, broker)
+            tb = cls(fleet, job, broker, wan)
             if start_job:
                 job.start(len(initial))
                 tb.save()
@@ -94,6 +105,8 @@ class Testbed:
                 fleet.close()
             if broker is not None:
                 broker.stop()
+            if wan is not None:
+                wan.stop()
             raise
 
     @classmethod
@@ -108,7 +121,8 @@ class Testbed:
         job = TestbedJob(fleet.run_dir, fleet.state.master_url, JobSettings(**raw))
         b = fleet.state.extra.get("broker")
         broker = ManagedProcess(int(b["pid"]), list(b["argv"]), Path(b["log"])) if b else None
-        return cls(fleet, job, broker)
+        w = fleet.state.extra.get("wan")
+        return cls(fleet, job, broker, TestbedWan.from_state(w, fleet.run_dir) if w else None)
 
     def save(self) -> None:
         """Record the job's settings (and PID) in the fleet's state file."""
@@ -129,6 +143,8 @@ class Testbed:
             self.fleet.close()
             if self.broker is not None:
                 self.broker.stop()
+            if self.wan is not None:
+                self.wan.stop()
         finally:
             for s, h in old.items():
                 signal.signal(s, h)

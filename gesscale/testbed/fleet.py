@@ -252,8 +252,10 @@ class Fleet:
             return self.state.workers[name]
         info = self.state.nodes[name]
         self.cgroups.budget(name, info.cores)
+        groups = self.state.extra.get("net_groups")  # the WAN emulation's per-node groups (gesscale.testbed.wan)
         daemon = start_worker(self.state.master_url, info.host, info.port, info.ui_port,
-                              self.run_dir / "nodes" / name, cores=1)
+                              self.run_dir / "nodes" / name, cores=1,
+                              cgroup_procs=Path(groups) / name / "cgroup.procs" if groups else None)
         # The worker daemon stays outside the budget (see the module doc); the watcher confines what it launches.
         self.state.workers[name] = daemon.process.pid
         self.save()

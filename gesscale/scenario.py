@@ -91,7 +91,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         else:
             lmap = load_latency_map(_find(str(ref), path or Path(source)))
     elif "nodes" in cluster:
-        lmap = latency_map_from_dict(cluster, f"{where}: cluster")
+        lmap = latency_map_from_dict(cluster, f"{where}: cluster", other_keys=("min_replicas", "max_replicas"))
     else:
         raise UserError(f"{where}: cluster needs 'latency_map' (file) or inline 'nodes' and 'rtt_ms'")
 

@@ -22,6 +22,7 @@ inequality violations are kept as warnings (real WANs have them, e.g. with polic
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,14 +77,84 @@ def geo_rtt_ms(
     return base_ms + 2.0 * km * stretch / FIBRE_KM_PER_MS
 
 
+PROPERTY_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")
+CHANGE_VALUE_KEYS = ("rtt_ms", "add_rtt_ms", *PROPERTY_KEYS)
+MAP_KEYS = (
+    "nodes", "rtt_ms", "default_rtt_ms", "derive", "geo", "symmetry_tolerance_ms", "link_defaults", "links",
+    "changes",
+)
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Link:
+    """What one pair's link does to packets: the contract between the map and the emulation engines.
+
+    `rtt_ms`: round-trip time; each direction is delayed by rtt_ms / 2. `jitter_ms`: variation of each
+    direction's one-way delay around rtt_ms / 2 (netem's `delay D JITTER`: within ±jitter_ms), so it can be
+    at most rtt_ms / 2. `loss_pct`: probability (%) that a packet is dropped, in each direction. `bandwidth_mbit`:
+    rate limit of each direction in Mbit/s, None for no limit.
+    """
+
+    rtt_ms: float
+    jitter_ms: float = 0.0
+    loss_pct: float = 0.0
+    bandwidth_mbit: float | None = None
+
+
+@dataclass(frozen=True)
+class LinkChange:
+    """One entry of a map's `changes:` schedule: from `t_s` seconds after the start of a run, new link values.
+
+    `nodes` is (a, b) for one pair, or (a,) for every pair of node a (a degraded or moved site). `values` holds
+    the keys given, among rtt_ms (new RTT), add_rtt_ms (added to the RTT in force) and the link properties.
+    """
+
+    t_s: float
+    nodes: tuple[str, ...]
+    values: tuple[tuple[str, float | None], ...]
+
+    @property
+    def where(self) -> str:
+        """The pair or node the change applies to, as error messages and reports name it."""
+        return f"pair ({self.nodes[0]}, {self.nodes[1]})" if len(self.nodes) == 2 else f"node {self.nodes[0]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change in its YAML form."""
+        head: dict[str, Any] = {"t_s": self.t_s}
+        if len(self.nodes) == 2:
+            head["pair"] = list(self.nodes)
+        else:
+            head["node"] = self.nodes[0]
+        return {**head, **dict(self.values)}
+
+
+Pair = frozenset[str]
+
+
 @dataclass
 class LatencyMap:
-    """Nodes and the symmetric RTT (ms) of every pair; the input of placement and of `tc` plans."""
+    """Nodes, the symmetric RTT (ms) of every pair and its link properties; the input of placement and `tc` plans.
+
+    `rtts` holds the RTT of every pair as written (one float per pair); everything else is sparse, so a large map
+    without link properties costs what it did before they existed: `link_defaults` (the map-wide jitter/loss/
+    bandwidth), `links` (per-pair overrides of those), `rtt_changed` (RTTs set by the changes in force). `changes`
+    is the whole schedule, of which the first `applied` are in force in this map; `time_s` is the time of a run
+    this map stands for (None: before any change). `at(t)` gives the map in force at t.
+    """
 
     nodes: dict[str, Node]
-    rtts: dict[frozenset[str], float]
+    rtts: dict[Pair, float]
     source: str = "<inline>"
     warnings: list[str] = field(default_factory=list)
+    link_defaults: dict[str, float | None] = field(default_factory=dict)
+    links: dict[Pair, dict[str, float | None]] = field(default_factory=dict)
+    changes: tuple[LinkChange, ...] = ()
+    applied: int = 0
+    time_s: float | None = None
+    rtt_changed: dict[Pair, float] = field(default_factory=dict)
+    _origin: LatencyMap | None = field(default=None, repr=False, compare=False)
+    _cache: dict[int, LatencyMap] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def names(self) -> list[str]:
@@ -91,18 +162,76 @@ class LatencyMap:
         return list(self.nodes)
 
     def rtt(self, a: str, b: str) -> float:
-        """RTT in ms between two nodes of the map (0 for a node with itself)."""
+        """RTT in ms between two nodes of the map (0 for a node with itself), as in force in this map."""
         if a == b:
             if a not in self.nodes:
                 raise UserError(f"{self.source}: unknown node {a!r}")
             return 0.0
+        pair = frozenset((a, b))
+        if self.rtt_changed:
+            changed = self.rtt_changed.get(pair)
+            if changed is not None:
+                return changed
         try:
-            return self.rtts[frozenset((a, b))]
+            return self.rtts[pair]
         except KeyError:
             unknown = [x for x in (a, b) if x not in self.nodes]
             if unknown:
                 raise UserError(f"{self.source}: unknown node {unknown[0]!r}") from None
             raise UserError(f"{self.source}: no RTT for pair ({a}, {b})") from None
+
+    def link(self, a: str, b: str) -> Link:
+        """The link between two nodes: RTT and properties in force (map defaults, then the pair's overrides)."""
+        rtt = self.rtt(a, b)
+        if a == b:
+            return Link(0.0)
+        values = {**self.link_defaults, **self.links.get(frozenset((a, b)), {})}
+        return Link(
+            rtt,
+            float(values.get("jitter_ms") or 0.0),
+            float(values.get("loss_pct") or 0.0),
+            values.get("bandwidth_mbit"),
+        )
+
+    @property
+    def has_link_properties(self) -> bool:
+        """Whether any pair has jitter, loss or a bandwidth limit (in this map or after a scheduled change)."""
+        if any(v for v in self.link_defaults.values()) or any(any(v.values()) for v in self.links.values()):
+            return True
+        return any(k in PROPERTY_KEYS and v for c in self.changes for k, v in c.values)
+
+    @property
+    def change_times(self) -> list[float]:
+        """The distinct times (s from the start of a run) at which the schedule changes the map, ascending."""
+        return sorted({c.t_s for c in self.changes})
+
+    def at(self, t_s: float) -> LatencyMap:
+        """The map in force at `t_s` seconds into a run: the map as written with every change at or before t_s.
+
+        Maps returned by `at` share the schedule, so `m.at(t1).at(t2) == m.at(t2)` for any t1, t2. A map with the
+        same changes in force is computed once and reused.
+        """
+        if math.isnan(t_s):
+            raise UserError(f"{self.source}: time must be a number, got {t_s}")
+        origin = self._origin or self
+        k = bisect.bisect_right([c.t_s for c in origin.changes], t_s)
+        if k == 0:
+            return origin
+        cached = origin._cache.get(k)
+        if cached is None:
+            cached = origin._derive(k)
+            origin._cache[k] = cached
+        return cached
+
+    def _derive(self, k: int) -> LatencyMap:
+        """This (as written) map with its first k changes applied; validated at load, so nothing raises here."""
+        state = _State(self.nodes, self.rtts, dict(self.rtt_changed), {p: dict(v) for p, v in self.links.items()})
+        for change in self.changes[:k]:
+            state.apply(change, self.link_defaults, self.source)
+        return LatencyMap(
+            self.nodes, self.rtts, self.source, list(self.warnings), dict(self.link_defaults), state.links,
+            self.changes, k, self.changes[k - 1].t_s, state.rtt_changed, _origin=self,
+        )
 
     def nd_max(self, names: Iterable[str]) -> float:
         """ND_max of a set of nodes: the largest RTT among its pairs (0 for fewer than two nodes)."""
@@ -114,13 +243,13 @@ class LatencyMap:
         return worst
 
     def graph(self) -> nx.Graph:
-        """The complete weighted graph of the map: node attributes region/lat/lon, edge weight = RTT ms."""
+        """The complete weighted graph of the map: node attributes region/lat/lon, edge weight = RTT ms in force."""
         g = nx.Graph()
         for node in self.nodes.values():
             g.add_node(node.name, region=node.region, lat=node.lat, lon=node.lon)
         for pair, rtt in self.rtts.items():
             a, b = sorted(pair)
-            g.add_edge(a, b, weight=rtt)
+            g.add_edge(a, b, weight=self.rtt_changed.get(pair, rtt))
         return g
 
     def matrix(self) -> list[list[float]]:
@@ -128,16 +257,23 @@ class LatencyMap:
         return [[self.rtt(a, b) for b in self.names] for a in self.names]
 
     def subset(self, names: Iterable[str]) -> LatencyMap:
-        """The map restricted to some of its nodes."""
+        """The map restricted to some of its nodes, with the changes still to come that concern only them."""
         keep = list(names)
         for n in keep:
             if n not in self.nodes:
                 raise UserError(f"{self.source}: unknown node {n!r}")
-        rtts = {p: v for p, v in self.rtts.items() if p <= set(keep)}
-        return LatencyMap({n: self.nodes[n] for n in keep}, rtts, self.source, list(self.warnings))
+        kept = set(keep)
+        rtts = {p: self.rtt_changed.get(p, v) for p, v in self.rtts.items() if p <= kept}
+        links = {p: dict(v) for p, v in self.links.items() if p <= kept}
+        changes = tuple(c for c in self.changes[self.applied :] if set(c.nodes) <= kept)
+        return LatencyMap(
+            {n: self.nodes[n] for n in keep}, rtts, self.source, list(self.warnings), dict(self.link_defaults),
+            links, changes,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The map in its YAML form, every pair explicit (one direction)."""
+        """The map in its YAML form: every pair explicit (one direction), its link properties and the changes
+        still to come; loading it gives back this map."""
         nodes: dict[str, Any] = {}
         for node in self.nodes.values():
             nodes[node.name] = {
@@ -149,17 +285,114 @@ class LatencyMap:
             row = {b: round(self.rtt(a, b), 3) for b in names[i + 1 :]}
             if row:
                 rtt[a] = row
-        return {"nodes": nodes, "rtt_ms": rtt}
+        out: dict[str, Any] = {"nodes": nodes, "rtt_ms": rtt}
+        if self.link_defaults:
+            out["link_defaults"] = dict(self.link_defaults)
+        if self.links:
+            order = {n: i for i, n in enumerate(names)}
+            links: dict[str, dict[str, Any]] = {}
+            for pair, values in self.links.items():
+                a, b = sorted(pair, key=order.__getitem__)
+                links.setdefault(a, {})[b] = dict(values)
+            out["links"] = links
+        remaining = self.changes[self.applied :]
+        if remaining:
+            out["changes"] = [c.to_dict() for c in remaining]
+        return out
 
 
-def _number(value: Any, where: str) -> float:
+class _State:
+    """The mutable RTT and property overrides while a schedule is applied (at load, to validate it; in `at`)."""
+
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        rtts: Mapping[Pair, float],
+        rtt_changed: dict[Pair, float],
+        links: dict[Pair, dict[str, float | None]],
+    ) -> None:
+        self.nodes, self.rtts, self.rtt_changed, self.links = nodes, rtts, rtt_changed, links
+
+    def pairs(self, change: LinkChange) -> list[Pair]:
+        """The pairs a change concerns."""
+        if len(change.nodes) == 2:
+            return [frozenset(change.nodes)]
+        a = change.nodes[0]
+        return [frozenset((a, b)) for b in self.nodes if b != a]
+
+    def apply(self, change: LinkChange, defaults: Mapping[str, float | None], where: str) -> None:
+        """Apply one change and check each pair it touches (RTT not negative, jitter at most RTT / 2)."""
+        values = dict(change.values)
+        props = {k: v for k, v in values.items() if k in PROPERTY_KEYS}
+        for pair in self.pairs(change):
+            rtt = self.rtt_changed.get(pair, self.rtts[pair])
+            if "rtt_ms" in values:
+                rtt = float(values["rtt_ms"])  # type: ignore[arg-type]
+            elif "add_rtt_ms" in values:
+                rtt += float(values["add_rtt_ms"])  # type: ignore[arg-type]
+                if rtt < 0:
+                    a, b = _ordered(pair, self.nodes)
+                    raise UserError(
+                        f"{where} at t_s {change.t_s:g}: pair ({a}, {b}): add_rtt_ms "
+                        f"{values['add_rtt_ms']:g} makes the RTT negative ({rtt:g} ms)"
+                    )
+            if "rtt_ms" in values or "add_rtt_ms" in values:
+                self.rtt_changed[pair] = rtt
+            if props:
+                self.links[pair] = {**self.links.get(pair, {}), **props}
+            jitter = {**defaults, **self.links.get(pair, {})}.get("jitter_ms") or 0.0
+            _check_jitter(jitter, rtt, pair, self.nodes, f"{where} at t_s {change.t_s:g}")
+
+
+def _ordered(pair: Pair, nodes: Mapping[str, Node]) -> tuple[str, str]:
+    """A pair's two nodes in map order, for messages."""
+    order = {n: i for i, n in enumerate(nodes)}
+    a, b = sorted(pair, key=order.__getitem__)
+    return a, b
+
+
+def _check_jitter(jitter: float, rtt: float, pair: Pair, nodes: Mapping[str, Node], where: str) -> None:
+    """Jitter is a ± spread of each direction's delay rtt / 2; beyond it the delay would have to be negative."""
+    if jitter > rtt / 2 + _EPS:
+        a, b = _ordered(pair, nodes)
+        raise UserError(
+            f"{where}: pair ({a}, {b}): jitter_ms {jitter:g} exceeds half the RTT ({rtt:g} ms): each direction's "
+            f"delay is rtt/2 ± jitter and cannot be negative (lower jitter_ms for this pair in links:)"
+        )
+
+
+def _number(value: Any, where: str, what: str = "RTT") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"{where}: RTT must be a number, got {value!r}")
+        raise UserError(f"{where}: {what} must be a number, got {value!r}")
     if math.isnan(value) or math.isinf(value):
-        raise UserError(f"{where}: RTT must be finite, got {value!r}")
+        raise UserError(f"{where}: {what} must be finite, got {value!r}")
     if value < 0:
-        raise UserError(f"{where}: RTT must not be negative, got {value}")
+        raise UserError(f"{where}: {what} must not be negative, got {value}")
     return float(value)
+
+
+def _property(key: str, value: Any, where: str) -> float | None:
+    """One link property, checked: jitter ≥ 0, loss in [0, 100], bandwidth > 0 or null (no limit)."""
+    if key == "bandwidth_mbit":
+        if value is None:
+            return None
+        bw = _number(value, where, key)
+        if bw <= 0:
+            raise UserError(f"{where}: bandwidth_mbit must be > 0 (or null for no limit), got {value}")
+        return bw
+    number = _number(value, where, key)
+    if key == "loss_pct" and number > 100:
+        raise UserError(f"{where}: loss_pct must be in [0, 100], got {value}")
+    return number
+
+
+def _properties(raw: Any, where: str, allowed: tuple[str, ...] = PROPERTY_KEYS) -> dict[str, float | None]:
+    if not isinstance(raw, Mapping):
+        raise UserError(f"{where}: must be a mapping of {', '.join(allowed)}, got {raw!r}")
+    unknown = [str(k) for k in raw if k not in allowed]
+    if unknown:
+        raise UserError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(allowed)})")
+    return {str(k): _property(str(k), v, where) for k, v in raw.items()}
 
 
 def _parse_nodes(raw: Any, source: str) -> dict[str, Node]:
@@ -174,6 +407,9 @@ def _parse_nodes(raw: Any, source: str) -> dict[str, Node]:
         attrs = attrs or {}
         if not isinstance(attrs, Mapping):
             raise UserError(f"{source}: node {name!r}: attributes must be a mapping (region, lat, lon)")
+        unknown = [str(k) for k in attrs if k not in ("region", "lat", "lon")]
+        if unknown:
+            raise UserError(f"{source}: node {name!r}: unknown key {unknown[0]!r} (expected region, lat, lon)")
         lat, lon = attrs.get("lat"), attrs.get("lon")
         for key, val in (("lat", lat), ("lon", lon)):
             if val is not None and (isinstance(val, bool) or not isinstance(val, int | float)):
@@ -192,10 +428,107 @@ def _parse_nodes(raw: Any, source: str) -> dict[str, Node]:
     return nodes
 
 
-def latency_map_from_dict(data: Any, source: str = "<inline>") -> LatencyMap:
-    """Build and validate a latency map from its parsed YAML form (see the module docstring)."""
+def _parse_links(raw: Any, nodes: Mapping[str, Node], source: str) -> dict[Pair, dict[str, float | None]]:
+    """`links: {a: {b: {jitter_ms: .., loss_pct: .., bandwidth_mbit: ..}}}`; a pair listed both ways must agree."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise UserError(f"{source}: 'links' must be a mapping: node -> {{peer: {{{', '.join(PROPERTY_KEYS)}}}}}")
+    links: dict[Pair, dict[str, float | None]] = {}
+    for a, row in raw.items():
+        a = str(a)
+        if a not in nodes:
+            raise UserError(f"{source}: links names unknown node {a!r}")
+        if not isinstance(row, Mapping):
+            raise UserError(f"{source}: links.{a} must be a mapping of peer -> link properties")
+        for b, values in row.items():
+            b = str(b)
+            where = f"{source}: links pair ({a}, {b})"
+            if b not in nodes:
+                raise UserError(f"{where}: unknown node {b!r}")
+            if a == b:
+                raise UserError(f"{where}: a node has no link to itself")
+            props = _properties(values, where)
+            pair = frozenset((a, b))
+            before = links.get(pair, {})
+            for key, value in props.items():
+                if key in before and before[key] != value:
+                    raise UserError(f"{where}: {key} listed in both directions with different values "
+                                    f"({before[key]} vs {value})")
+            links[pair] = {**before, **props}
+    return links
+
+
+def _parse_changes(raw: Any, nodes: Mapping[str, Node], source: str) -> tuple[LinkChange, ...]:
+    """`changes: [{t_s: 3600, node: a | pair: [a, b], rtt_ms | add_rtt_ms, jitter_ms, loss_pct, bandwidth_mbit}]`."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise UserError(f"{source}: 'changes' must be a list of {{t_s, node or pair, new values}}")
+    out: list[LinkChange] = []
+    allowed = ("t_s", "node", "pair", *CHANGE_VALUE_KEYS)
+    for i, entry in enumerate(raw):
+        where = f"{source}: changes[{i}]"
+        if not isinstance(entry, Mapping):
+            raise UserError(f"{where}: must be a mapping {{t_s, node or pair, new values}}, got {entry!r}")
+        unknown = [str(k) for k in entry if k not in allowed]
+        if unknown:
+            raise UserError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(allowed)})")
+        if "t_s" not in entry:
+            raise UserError(f"{where}: missing t_s (seconds from the start of a run)")
+        t = entry["t_s"]
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            raise UserError(f"{where}: t_s must be a finite number of seconds, got {t!r}")
+        if t < 0:
+            raise UserError(f"{where}: t_s must not be negative (seconds from the start of a run), got {t}")
+        if ("node" in entry) == ("pair" in entry):
+            raise UserError(f"{where}: give either node (every pair of a node) or pair: [a, b]")
+        if "node" in entry:
+            who: tuple[str, ...] = (str(entry["node"]),)
+        else:
+            pair = entry["pair"]
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise UserError(f"{where}: pair must be a list of two nodes [a, b], got {pair!r}")
+            who = (str(pair[0]), str(pair[1]))
+            if who[0] == who[1]:
+                raise UserError(f"{where}: pair ({who[0]}, {who[1]}): a node has no link to itself")
+        label = f"pair ({who[0]}, {who[1]})" if len(who) == 2 else f"node {who[0]}"
+        where = f"{where} (t_s {t:g}, {label})"
+        for n in who:
+            if n not in nodes:
+                raise UserError(f"{where}: unknown node {n!r}")
+        values: list[tuple[str, float | None]] = []
+        if "rtt_ms" in entry and "add_rtt_ms" in entry:
+            raise UserError(f"{where}: give rtt_ms (new RTT) or add_rtt_ms (added to the RTT in force), not both")
+        if "rtt_ms" in entry:
+            values.append(("rtt_ms", _number(entry["rtt_ms"], where, "rtt_ms")))
+        if "add_rtt_ms" in entry:
+            add = entry["add_rtt_ms"]
+            if isinstance(add, bool) or not isinstance(add, int | float) or not math.isfinite(add):
+                raise UserError(f"{where}: add_rtt_ms must be a finite number, got {add!r}")
+            values.append(("add_rtt_ms", float(add)))
+        values += [(k, _property(k, entry[k], where)) for k in PROPERTY_KEYS if k in entry]
+        if not values:
+            raise UserError(f"{where}: no new value (give {', '.join(CHANGE_VALUE_KEYS)})")
+        if out and t < out[-1].t_s:
+            raise UserError(f"{where}: out of time order (changes[{i - 1}] is at t_s {out[-1].t_s:g}); "
+                            "list changes by increasing t_s")
+        out.append(LinkChange(float(t), who, tuple(values)))
+    return tuple(out)
+
+
+def latency_map_from_dict(data: Any, source: str = "<inline>", *, other_keys: Iterable[str] = ()) -> LatencyMap:
+    """Build and validate a latency map from its parsed YAML form (see the module docstring).
+
+    `other_keys` are keys the caller's own document may hold beside the map's (a scenario's inline cluster);
+    any other unknown key is an error, so a misspelled one is never silently ignored.
+    """
     if not isinstance(data, Mapping):
         raise UserError(f"{source}: a latency map must be a mapping with 'nodes' and 'rtt_ms'")
+    known = (*MAP_KEYS, *other_keys)
+    unknown = [str(k) for k in data if k not in known]
+    if unknown:
+        raise UserError(f"{source}: unknown key {unknown[0]!r} (a latency map has {', '.join(MAP_KEYS)})")
     nodes = _parse_nodes(data.get("nodes"), source)
     tolerance = data.get("symmetry_tolerance_ms", 1.0)
     tolerance = _number(tolerance, f"{source}: symmetry_tolerance_ms")
@@ -208,6 +541,9 @@ def latency_map_from_dict(data: Any, source: str = "<inline>") -> LatencyMap:
     geo = data.get("geo") or {}
     if not isinstance(geo, Mapping):
         raise UserError(f"{source}: 'geo' must be a mapping with stretch and base_ms")
+    unknown = [str(k) for k in geo if k not in ("stretch", "base_ms")]
+    if unknown:
+        raise UserError(f"{source}: geo: unknown key {unknown[0]!r} (expected stretch, base_ms)")
     stretch = _number(geo.get("stretch", DEFAULT_STRETCH), f"{source}: geo.stretch")
     base_ms = _number(geo.get("base_ms", DEFAULT_BASE_MS), f"{source}: geo.base_ms")
 
@@ -232,7 +568,7 @@ def latency_map_from_dict(data: Any, source: str = "<inline>") -> LatencyMap:
                 continue
             given[(a, b)] = rtt
 
-    rtts: dict[frozenset[str], float] = {}
+    rtts: dict[Pair, float] = {}
     names = list(nodes)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -256,9 +592,41 @@ def latency_map_from_dict(data: Any, source: str = "<inline>") -> LatencyMap:
                 )
             rtts[frozenset((a, b))] = float(value)
 
-    result = LatencyMap(nodes, rtts, source)
+    raw_defaults = data.get("link_defaults")
+    link_defaults = {} if raw_defaults is None else _properties(raw_defaults, f"{source}: link_defaults")
+    links = _parse_links(data.get("links"), nodes, source)
+    _check_all_jitter(rtts, link_defaults, links, nodes, source)
+    changes = _parse_changes(data.get("changes"), nodes, source)
+    if changes:  # apply the whole schedule once, so that a change that makes a link impossible is caught here
+        state = _State(nodes, rtts, {}, {p: dict(v) for p, v in links.items()})
+        for i, change in enumerate(changes):
+            state.apply(change, link_defaults, f"{source}: changes[{i}]")
+
+    result = LatencyMap(nodes, rtts, source, [], link_defaults, links, changes)
     result.warnings.extend(triangle_violations(result))
     return result
+
+
+def _check_all_jitter(
+    rtts: Mapping[Pair, float],
+    defaults: Mapping[str, float | None],
+    links: Mapping[Pair, Mapping[str, float | None]],
+    nodes: Mapping[str, Node],
+    source: str,
+) -> None:
+    """Every pair's jitter at most half its RTT: all pairs when a default jitter is set, else the overrides."""
+    default = defaults.get("jitter_ms") or 0.0
+    if default > 0:
+        for pair, rtt in rtts.items():
+            if "jitter_ms" not in links.get(pair, {}) and default > rtt / 2 + _EPS:
+                a, b = _ordered(pair, nodes)
+                raise UserError(
+                    f"{source}: pair ({a}, {b}): link_defaults.jitter_ms {default:g} exceeds half its RTT "
+                    f"({rtt:g} ms): each direction's delay is rtt/2 ± jitter and cannot be negative "
+                    f"(set a smaller jitter_ms for this pair in links:)"
+                )
+    for pair, values in links.items():
+        _check_jitter(values.get("jitter_ms") or 0.0, rtts[pair], pair, nodes, f"{source}: links")
 
 
 TRIANGLE_CHECK_MAX_NODES = 300

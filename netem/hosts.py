@@ -79,8 +79,9 @@ def host_from_vars(name: str, hostvars: Mapping[str, Any]) -> Host:
 def hosts_for_map(hosts: Mapping[str, Host], lmap: LatencyMap, source: str = "inventory") -> dict[str, Host]:
     """The inventory hosts the map names, in map order; every problem is raised before any host is touched.
 
-    Errors: a map node absent from the inventory, a host without an address, an address that is not an IPv4
-    literal (u32 `match ip dst` needs one).
+    Errors: a map node absent from the inventory, an inventory host absent from the map (it would get no delay
+    while its peers believe it is delayed: the emulated network would not be the map), a host without an
+    address, an address that is not an IPv4 literal (u32 `match ip dst` needs one).
     """
     absent = [n for n in lmap.names if n not in hosts]
     if absent:
@@ -98,6 +99,12 @@ def hosts_for_map(hosts: Mapping[str, Host], lmap: LatencyMap, source: str = "in
             ) from None
         if not host.ssh_host:
             raise UserError(f"{source}: host {host.name} has no ansible_host to connect to")
+    unmapped = [n for n in hosts if n not in lmap.nodes]
+    if unmapped:
+        raise UserError(
+            f"{source}: host(s) {', '.join(unmapped)} not in the latency map {lmap.source} (every host of the "
+            "inventory needs its RTTs: add the node to the map, or use an inventory of the map's hosts only)"
+        )
     return chosen
 
 

@@ -9,6 +9,10 @@ realisation).
 Resuming: with a `state_path`, the policy's learned state, the time of the last reconfiguration and any
 reconfiguration in flight are written (atomically) after every step. A restarted loop reloads them; a
 reconfiguration that was in flight is not repeated if the backend already shows its placement.
+
+The network: with `network` (a function of the time the backend reports, e.g. `latency_map.at` in the
+simulator, whose clock counts seconds from the start of the run), the policies see the map in force at each
+period, as a network monitor would report it; without it, the map given stays in force for the whole run.
 """
 
 from __future__ import annotations
@@ -51,10 +55,13 @@ class ControlLoop:
         oracle_demand: Callable[[float, float], int] | None = None,
         state_path: str | Path | None = None,
         on_step: Callable[[StepRecord], None] | None = None,
+        network: Callable[[float], LatencyMap] | None = None,
     ) -> None:
         self.backend = backend
         self.policy = policy
         self.latency_map = latency_map
+        self.network = network
+        self.current_map = latency_map  # the map in force at the last period
         self.graph = latency_map.graph()
         self.config = config
         self.rng = random.Random(config.seed)
@@ -103,6 +110,7 @@ class ControlLoop:
     # -- the loop ----------------------------------------------------------------------------------------
     def context(self, now_s: float, obs: Observation | None = None) -> PolicyContext:
         """What the policy may know at time `now_s`."""
+        self._follow_network(now_s)
         candidates = tuple(n.name for n in self.backend.nodes() if n.schedulable and n.name in self.latency_map.nodes)
         return PolicyContext(
             graph=self.graph,
@@ -123,7 +131,7 @@ class ControlLoop:
         applied = False
         if decision.add or decision.remove:
             nodes = tuple(n for n in obs.replicas if n not in decision.remove) + decision.add
-            target = Placement(nodes, self.latency_map.nd_max(nodes))
+            target = Placement(nodes, self.current_map.nd_max(nodes))
             reconf = Reconfiguration(
                 time_s=obs.time_s,
                 kind="up" if decision.add else "down",
@@ -146,6 +154,15 @@ class ControlLoop:
         if self.on_step:
             self.on_step(record)
         return record
+
+    def _follow_network(self, now_s: float) -> None:
+        """Take the map in force at `now_s` (and its graph, rebuilt only when the map changed)."""
+        if self.network is None:
+            return
+        lmap = self.network(now_s)
+        if lmap is not self.current_map:
+            self.current_map = lmap
+            self.graph = lmap.graph()
 
     def run(self, max_steps: int | None = None) -> list[StepRecord]:
         """Step until the backend has finished (or `max_steps`)."""

@@ -72,7 +72,9 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         lo, hi = int(t0), min(len(demand), int(t1))
         return int(demand[lo:hi].max()) if hi > lo else scenario.min_replicas
 
-    loop = ControlLoop(backend, policy, scenario.latency_map, config, oracle_demand=oracle)
+    lmap = scenario.latency_map
+    network = lmap.at if lmap.changes else None  # policies see the map in force, as the simulated operator does
+    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network)
     history = loop.run()
     end = backend.t
     T = backend.input_end

@@ -6,6 +6,10 @@ drawn per second — and what they cannot take accumulates as backlog. During a 
 is processed; afterwards the backlog is caught up at MST. When the workload ends, input stops and the run goes
 on until the backlog has drained (or a limit of one more workload length).
 
+The network follows the latency map's `changes:` schedule: from each change time on (second t uses
+`latency_map.at(t)`), ND_max of the replicas in place, hence their true MST, is that of the map in force, and so
+are the nodes a placement starts from and the ideal demand of the metrics. A map without changes is one segment.
+
 Signals derived from that state, per control period:
 - bp_upstream: fraction of seconds in which more data was available than the operator could take (the source
   held data back: Spark's admission control binding, Flink's back-pressured source);
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import networkx as nx
 import numpy as np
 
 from gesscale import placement
@@ -25,6 +30,7 @@ from gesscale.backends.base import Backend
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.scenario import Scenario
 from gesscale.workloads import rate_profile
+from netem.latency_map import LatencyMap
 
 CPU_NOISE = 0.02
 
@@ -36,7 +42,12 @@ class SimBackend(Backend):
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         self.truth = scenario.truth
-        self.graph = scenario.latency_map.graph()
+        self.lmap = scenario.latency_map
+        self._change_secs = sorted({int(math.ceil(t)) for t in self.lmap.change_times})
+        self._graphs: dict[int, nx.Graph] = {}
+        self.network = self.lmap.at(0)  # the map in force now
+        self.graph = self._graph_of(self.network)
+        self._next_change = self._change_after(0)
         self.period = max(1, int(round(scenario.control_period_s)))
         self.rate = rate_profile(scenario.workload, seed=self.seed)
         self.input_end = len(self.rate)
@@ -61,6 +72,25 @@ class SimBackend(Backend):
         self._nodes = nodes
         self._nd = placement.nd_max(self.graph, nodes)
         self._mst = self.truth.mst(len(nodes), self._nd)
+
+    def _graph_of(self, lmap: LatencyMap) -> nx.Graph:
+        """The placement graph of one map in force (built once per map of the schedule)."""
+        key = lmap.applied
+        if key not in self._graphs:
+            self._graphs[key] = lmap.graph()
+        return self._graphs[key]
+
+    def _change_after(self, t: int) -> float:
+        """The first second after `t` at which the map changes (inf when it no longer does)."""
+        later = [c for c in self._change_secs if c > t]
+        return float(later[0]) if later else math.inf
+
+    def _network_at(self, t: int) -> None:
+        """Put the map in force at second `t` in place: ND_max and true MST of the replicas follow it."""
+        self.network = self.lmap.at(t)
+        self.graph = self._graph_of(self.network)
+        self._next_change = self._change_after(t)
+        self._set_nodes(self._nodes)
 
     # -- Backend interface ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeState]:
@@ -88,7 +118,12 @@ class SimBackend(Backend):
         cpu_sum = busy_sum = inp_sum = proc_sum = 0.0
         paused = 0
         inv_mst = 1.0 / mst if mst > 0 else math.inf
+        next_change = self._next_change
         for i in range(t0, t1):
+            if i >= next_change:
+                self._network_at(i)
+                mst, next_change = self._mst, self._next_change
+                inv_mst = 1.0 / mst if mst > 0 else math.inf
             inp = rate[i] if i < end else 0.0
             avail = backlog + inp
             cap = mst * mst_noise[i]
@@ -158,22 +193,27 @@ class SimBackend(Backend):
         return float(pause)
 
     # -- ground truth for metrics and the oracle ---------------------------------------------------------
-    def best_mst_by_n(self) -> list[float]:
-        """True MST (no noise) of the best latency-aware placement of each size 0..max_replicas."""
-        nds = placement.best_nd_max_by_size(self.graph, self.scenario.latency_map.names, self.scenario.max_replicas)
+    def best_mst_by_n(self, t: int = 0) -> list[float]:
+        """True MST (no noise) of the best latency-aware placement of each size 0..max_replicas at second `t`."""
+        graph = self._graph_of(self.lmap.at(t))
+        nds = placement.best_nd_max_by_size(graph, self.lmap.names, self.scenario.max_replicas)
         return [self.truth.mst(k, nds[k]) for k in range(len(nds))]
 
     def demand(self) -> np.ndarray:
         """Ideal replicas d(t) for each second of the input: the fewest whose best MST sustains the input.
 
-        The input is averaged over a trailing control period (per-second Poisson noise is not demand).
+        The input is averaged over a trailing control period (per-second Poisson noise is not demand). Each second
+        is judged by the map in force then (the best placement of a size changes with the network).
         """
         n_min, n_max = self.scenario.min_replicas, self.scenario.max_replicas
-        caps = np.asarray(self.best_mst_by_n())
         window = self.period
         csum = np.concatenate([[0.0], np.cumsum(self.rate)])
         idx = np.arange(len(self.rate))
         lo = np.maximum(0, idx + 1 - window)
         smooth = (csum[idx + 1] - csum[lo]) / (idx + 1 - lo)
-        need = np.searchsorted(np.maximum.accumulate(caps[1:]), smooth, side="left") + 1
+        bounds = [0, *(c for c in self._change_secs if 0 < c < len(self.rate)), len(self.rate)]
+        need = np.empty(len(self.rate), dtype=int)
+        for start, stop in zip(bounds, bounds[1:], strict=False):
+            caps = np.asarray(self.best_mst_by_n(start))
+            need[start:stop] = np.searchsorted(np.maximum.accumulate(caps[1:]), smooth[start:stop], side="left") + 1
         return np.clip(need, n_min, n_max).astype(int)

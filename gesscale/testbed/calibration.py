@@ -35,6 +35,8 @@ class LocalCalibrationOptions:
     partitions: int = 6
     port_shift: int = 0  # added to every default port of the testbed (two testbeds side by side)
     job_warmup_s: float = 45.0  # the job saturated this long before the first configuration (JIT warm-up)
+    wan: bool = False  # TEMPORARY until the delay daemon lands (emulate the map: gesscale.testbed.wan)
+    site: str | None = None  # node of the map hosting broker and driver; None: gesscale.testbed.wan_plan.choose_site
 
     def validate(self) -> None:
         """UserError for values the testbed cannot run with."""
@@ -72,6 +74,7 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.probe_target import LocalProbeTarget
+    from gesscale.testbed.wan import WanSettings
 
     opts.validate()
     if not configs:
@@ -93,11 +96,11 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
         f"{opts.node_cpu:g} core, the job on {', '.join(configs[0])} ...")
     tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, initial=list(configs[0]), node_cpu=opts.node_cpu,
                                   job=settings, partitions=opts.partitions, kafka_port=KAFKA_PORT + shift,
-                                  ports=ports))
+                                  ports=ports, wan=WanSettings(lmap, opts.site) if opts.wan else None))
     timings = {"setup_s": time.monotonic() - t_start}
     target = None
     try:
-        backend = LocalBackend(tb.fleet, tb.job, lmap.subset(names), strategy="live")
+        backend = LocalBackend(tb.fleet, tb.job, lmap.subset(names), strategy="live", wan=tb.wan)
         target = LocalProbeTarget(backend, say=say)
         if opts.job_warmup_s > 0:
             t_warm = time.monotonic()

@@ -51,6 +51,10 @@ class DemoOptions:
     partitions: int = 6
     sim_policies: str = SIM_POLICIES
     latency_map: Path | None = None
+    # Emulate the map's RTTs between the fog nodes and the site of broker and driver (gesscale.testbed.wan);
+    # site None: the map's node with the smallest worst RTT to the demo's nodes.
+    wan: bool = False  # TEMPORARY until the delay daemon lands
+    site: str | None = None
     port_shift: int = 0  # added to every default port of the testbed (run two demos side by side)
     listeners: list[Callable[..., None]] = field(default_factory=list)
 
@@ -143,6 +147,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.keys import account, committed_offsets
     from gesscale.testbed.report import model_points
+    from gesscale.testbed.wan import WanSettings
     from netem.latency_map import load_latency_map
 
     opts.validate()
@@ -167,12 +172,19 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     settings = JobSettings(bootstrap="", max_rows_per_batch=opts.max_rows_per_batch,
                            bp_window_s=opts.control_period_s, http_port=15080 + shift, ui_port=15040 + shift)
     ports = FleetPorts(15077 + shift, 15078 + shift, 15100 + shift, 15200 + shift)
+    wan = WanSettings(lmap_all, opts.site) if opts.wan else None
+    if wan is not None:
+        site = wan.resolve_site(names)
+        say(f"emulating the map's RTTs between the fog nodes and the site {site} (broker, driver, producer)")
     tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=opts.node_cpu, job=settings,
-                                  partitions=opts.partitions, kafka_port=KAFKA_PORT + shift, ports=ports),
+                                  partitions=opts.partitions, kafka_port=KAFKA_PORT + shift, ports=ports, wan=wan),
                     start_job=False)
     producer: Producer | None = None
     timings: dict[str, float] = {}
+    network: dict[str, Any] = {"emulated": False}
     try:
+        if tb.wan is not None:
+            network = measure_network(tb, out, say)
         # The warm-up records wait in the topic before the job starts, so its first micro-batch (the executor's
         # cold start) begins as soon as the query does.
         warm_up(tb.job.settings.bootstrap, tb.job.settings.input, WARMUP_RECORDS)
@@ -192,7 +204,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             t_probe = time.monotonic()
             say(f"job started after {timings['warm_up_s']:.0f} s; measuring what {names[0]} sustains: saturated "
                 f"for at least {opts.probe_s:.0f} s until its batches are steady, then a burst ...")
-            rate = measure_node_rate(LocalBackend(tb.fleet, tb.job, lmap), names[0], opts.probe_s, say)
+            rate = measure_node_rate(LocalBackend(tb.fleet, tb.job, lmap, wan=tb.wan), names[0], opts.probe_s, say)
             timings["probe_s"] = time.monotonic() - t_probe
             opts.rides_per_day = opts.size_day(rate)
             load = {"rides_per_day": opts.rides_per_day, "node_rate": round(rate, 1), "peak_load": opts.peak_load,
@@ -207,7 +219,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
-                               control_period_s=opts.control_period_s)
+                               control_period_s=opts.control_period_s, wan=tb.wan)
         ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners)
         deadline = t_run + opts.day_s + opts.drain_timeout_s
 
@@ -242,6 +254,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         reconfigs = read_reconfigurations(ctl.reconfig_path)
         model = model_points(ctl.policy)
         backlog_left = steps[-1].observation.backlog if steps else None
+        if tb.wan is not None:
+            network["gaps"] = list(tb.wan.gaps)  # daemon restarts during the run (none expected)
     finally:
         if producer is not None:
             producer.stop()
@@ -249,6 +263,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         tb.close()
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start)
     report["load"] = load
+    report["network"] = network
     write_json(opts.report or out / "report.json", report)
     return report
 
@@ -275,6 +290,25 @@ def warm_up(bootstrap: str, topic: str, count: int) -> None:
         producer.flush(30)
     finally:
         producer.close(5)
+
+
+def measure_network(tb: Any, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Ping every emulated link from inside its source's group: configured against measured, JSON and PNG."""
+    from gesscale.report import write_json
+    from gesscale.testbed.wan_measure import measure_links, plot_links
+
+    desc = tb.wan.describe()
+    hosts = {n: tb.fleet.host_of(n) for n in tb.fleet.names}
+    measures = measure_links(desc["links"], hosts, tb.wan.groups.parent, tb.wan.site)
+    bad = [m for m in measures if not m.ok]
+    png = plot_links(measures, out / "network.png", f"emulated links: site {tb.wan.site}, {len(measures)} links")
+    doc = {"emulated": True, "engine": "userspace", "site": tb.wan.site, "links_ok": len(measures) - len(bad),
+           "links": [m.to_dict() for m in measures], "png": str(png)}
+    write_json(out / "network.json", doc)
+    say(f"network: {len(measures) - len(bad)} of {len(measures)} links within tolerance"
+        + (f"; outside: {', '.join(f'{m.src}->{m.dst} {m.median_ms} ms for {m.configured_ms:g}' for m in bad)}"
+           if bad else ""))
+    return doc
 
 
 def measure_node_rate(backend: Any, node: str, seconds: float, say: Callable[[str], None]) -> float:

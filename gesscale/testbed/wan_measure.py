@@ -94,3 +94,29 @@ def measure_links(links: Sequence[Mapping[str, Any]], hosts: Mapping[str, str], 
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(one, links))
+
+
+def plot_links(measures: Sequence[LinkMeasure], path: Path, title: str) -> Path:
+    """Configured against measured RTT, one point per link (median; the bar reaches the p95), failures in red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    top = max([m.configured_ms for m in measures] + [m.p95_ms or 0.0 for m in measures] + [1.0]) * 1.08
+    ax.plot([0, top], [0, top], color="0.6", lw=1, label="measured = configured")
+    for ok, colour, label in ((True, "tab:blue", "within tolerance"), (False, "tab:red", "outside tolerance")):
+        pts = [m for m in measures if m.ok is ok and m.median_ms is not None]
+        if pts:
+            ax.errorbar([m.configured_ms for m in pts], [m.median_ms for m in pts],
+                        yerr=[[0.0] * len(pts), [(m.p95_ms or 0.0) - (m.median_ms or 0.0) for m in pts]],
+                        fmt="o", ms=4, color=colour, capsize=2, label=f"{label} ({len(pts)})")
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel="configured RTT (ms)", ylabel="measured RTT, median to p95 (ms)",
+           title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,26 @@ def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
         load_latency_map(bad)
     with pytest.raises(UserError, match="not found"):
         load_latency_map(tmp_path / "none.yaml")
+
+
+def test_a_key_repeated_in_a_mapping_is_an_error(tmp_path: Path) -> None:
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("nodes: [a, b]\nrtt_ms:\n  a: {b: 10}\n  a: {b: 90}\n")
+    with pytest.raises(UserError, match=rf"^{re.escape(str(dup))}: duplicate key 'a' at line 4"):
+        load_latency_map(dup)
+    dup.write_text("nodes: [a, b]\nrtt_ms: {a: {b: 10, b: 12}}\n")
+    with pytest.raises(UserError, match="duplicate key 'b' at line 2"):
+        load_latency_map(dup)
+    # A YAML merge may still be overridden: that is what merges are for.
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("nodes: [a, b]\nrtt_ms: {a: {b: 10}}\nlink_defaults: &d {jitter_ms: 1, loss_pct: 1}\n"
+                      "links: {a: {b: {<<: *d, loss_pct: 2}}}\n")
+    link = load_latency_map(merged).link("a", "b")
+    assert (link.jitter_ms, link.loss_pct) == (1, 2)
+
+
+def test_binary_file_is_a_clear_error(tmp_path: Path) -> None:
+    blob = tmp_path / "map.yaml"
+    blob.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
+    with pytest.raises(UserError, match="not a text file"):
+        load_latency_map(blob)

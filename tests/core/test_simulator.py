@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from gesscale.backends.sim import SimBackend
 from gesscale.observation import Placement
-from gesscale.scenario import scenario_from_dict
+from gesscale.scenario import load_scenario, scenario_from_dict
 from gesscale.simulate import run_once
 
 
@@ -72,3 +74,80 @@ def test_everything_is_processed_in_the_end() -> None:
     r = run_once(sc, "thr-nlaware", 1)  # type: ignore[arg-type]
     assert r.processed.sum() == pytest.approx(r.input.sum())
     assert r.backlog[-1] < 1.0
+
+
+def _changing(changes: list[dict], workload: dict) -> object:
+    return scenario_from_dict({
+        "name": "changing",
+        "control_period_s": 10,
+        "cluster": {"nodes": ["a", "b", "c"], "rtt_ms": {"a": {"b": 10, "c": 100}, "b": {"c": 90}},
+                    "changes": changes, "max_replicas": 3},
+        "operator": {"alpha": 100, "beta": 1.0, "gamma": 0.5, "noise": 0.0, "reconfig_pause_s": 20,
+                     "initial_replicas": 2},
+        "workload": workload,
+    })
+
+
+def test_nd_max_and_true_mst_follow_a_change_mid_period() -> None:
+    # Initial replicas b, a (10 ms): MST 200 - 5 = 195. From t = 15 the pair is 50 ms: MST 200 - 25 = 175.
+    sc = _changing([{"t_s": 15, "pair": ["a", "b"], "rtt_ms": 50}], {"kind": "steps", "levels": [400] * 3,
+                                                                     "step_s": 10})
+    sim = SimBackend(sc)  # type: ignore[arg-type]
+    o1 = sim.observe()
+    assert o1.nd_max_ms == 10 and o1.throughput == pytest.approx(195.0)
+    o2 = sim.observe()  # 5 s at 195 then 5 s at 175
+    assert o2.nd_max_ms == 50 and o2.throughput == pytest.approx((5 * 195 + 5 * 175) / 10)
+    o3 = sim.observe()
+    assert o3.throughput == pytest.approx(175.0) and sim.current().nd_max_ms == 50
+
+
+def test_ideal_demand_uses_the_map_in_force_each_second() -> None:
+    # 190/s: two replicas suffice on (a, b) at 10 ms (200 - 5 = 195) until node a is 100 ms further from both.
+    sc = _changing([{"t_s": 20, "node": "a", "add_rtt_ms": 100}], {"kind": "steps", "levels": [190] * 4,
+                                                                   "step_s": 10})
+    d = SimBackend(sc).demand()  # type: ignore[arg-type]
+    # After the change the best pair is (b, c) at 90 ms: 200 - 45 = 155 < 190, while three replicas (ND_max
+    # a-c = 200 ms) give 300 - 100 = 200: demand rises from 2 to 3 at t = 20.
+    assert list(d[:20]) == [2] * 20 and list(d[20:40]) == [3] * 20
+
+
+def test_policies_see_the_map_in_force() -> None:
+    from gesscale.mape import ControlLoop
+    from gesscale.policies.base import make_policy
+    from gesscale.simulate import controller_config
+
+    sc = _changing([{"t_s": 25, "pair": ["a", "b"], "rtt_ms": 95}], {"kind": "steps", "levels": [50] * 5,
+                                                                     "step_s": 10})
+    lmap = sc.latency_map  # type: ignore[attr-defined]
+    loop = ControlLoop(SimBackend(sc), make_policy("static"), lmap, controller_config(sc, 1),  # type: ignore[arg-type]
+                       network=lmap.at)
+    seen = []
+    for _ in range(4):
+        loop.step()
+        seen.append(loop.context(loop.history[-1].observation.time_s).graph["a"]["b"]["weight"])
+    assert seen == [10, 10, 95, 95]
+    fixed = ControlLoop(SimBackend(sc), make_policy("static"), lmap, controller_config(sc, 1))  # type: ignore[arg-type]
+    fixed.run(max_steps=4)
+    assert fixed.graph["a"]["b"]["weight"] == 10  # without `network`, the map given stays in force
+
+
+def test_gesscale_moves_away_from_a_fog_site_that_degrades() -> None:
+    root = Path(__file__).resolve().parents[2]
+    degraded = load_scenario(root / "scenarios/network/pi10-taxi-degraded.yaml")
+    t_change = degraded.latency_map.change_times[0]
+
+    def placements(sc: object) -> list[tuple[float, tuple[str, ...], tuple[str, ...]]]:
+        r = run_once(sc, "gesscale", 1, keep_history=True)  # type: ignore[arg-type]
+        return [(h.observation.time_s, h.reconfiguration.added, h.reconfiguration.nodes)
+                for h in r.history if h.applied and h.reconfiguration is not None]
+
+    runs = placements(degraded)
+    before = [nodes for t, _, nodes in runs if t < t_change]
+    after = [(added, nodes) for t, added, nodes in runs if t >= t_change]
+    assert "pi03" in before[-1]  # the site is in use when it degrades
+    assert all("pi03" not in added for added, _ in after)  # never chosen again
+    assert any("pi03" not in nodes for _, nodes in after)  # and left at a reconfiguration
+    assert "pi03" not in after[-1][1]
+    # On pi10-taxi (same nodes, RTTs, ground truth and day, no change) it keeps coming back to pi03.
+    steady = placements(load_scenario(root / "scenarios/pi10-taxi.yaml"))
+    assert any("pi03" in added for t, added, _ in steady if t >= t_change)

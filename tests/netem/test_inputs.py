@@ -92,3 +92,11 @@ def test_provision_user_errors_are_one_line(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_inventory_host_missing_from_the_map_is_an_error():
+    lmap = latency_map_from_dict({"nodes": ["a", "b"], "default_rtt_ms": 3})
+    hosts = {n: host_from_vars(n, {"ansible_host": f"10.0.0.{i}"}) for i, n in enumerate("abc", 1)}
+    with pytest.raises(UserError, match=r"^inventory: host\(s\) c not in the latency map <inline>"):
+        hosts_for_map(hosts, lmap)
+    assert list(hosts_for_map({n: hosts[n] for n in "ab"}, lmap)) == ["a", "b"]

@@ -1,23 +1,36 @@
-"""Latency maps: which nodes exist and the round-trip time between each pair.
+"""Latency maps: which nodes exist, the round-trip time between each pair, its link properties and their changes.
 
-One map feeds both the WAN emulation (`tc` on each node) and the controller's placement graph, so the
-latencies the controller reasons about are the ones the cluster is given.
+One map feeds the WAN emulation (each node's delays), the controller's placement graph and the simulator, so
+the network the controller reasons about is the one the cluster is given (docs/pi-cluster.md §3 has the format).
 
-File format (YAML), see shared/DESIGN.md §5::
+File format (YAML)::
 
     nodes:
       pi01: {region: umea, lat: 63.83, lon: 20.26}
       pi02: {region: stockholm, lat: 59.33, lon: 18.07}
-    rtt_ms:
+      pi03: {region: oslo, lat: 59.91, lon: 10.75}
+    rtt_ms:                 # required for every pair, unless default_rtt_ms or derive: geo fills it in
       pi01: {pi02: 12.5}
     default_rtt_ms: 50      # optional: used for pairs not listed
     derive: geo             # optional: derive pairs not listed from coordinates
     geo: {stretch: 1.5, base_ms: 1.0}
     symmetry_tolerance_ms: 1.0
+    link_defaults: {jitter_ms: 0.5, loss_pct: 0.0, bandwidth_mbit: 1000}   # optional, every pair
+    links:                  # optional per-pair overrides of link_defaults (one direction is enough)
+      pi01: {pi02: {jitter_ms: 2, loss_pct: 0.1, bandwidth_mbit: 100}}
+    changes:                # optional, in time order; t_s = seconds from the start of a run
+      - {t_s: 3600, node: pi02, add_rtt_ms: 40, loss_pct: 1}   # every pair of pi02 (a degraded site)
+      - {t_s: 7200, pair: [pi01, pi03], rtt_ms: 30, bandwidth_mbit: null}
 
-A pair may be listed in one direction only. Listed in both directions, the two values must agree within the
-tolerance (their mean is used). Problems are reported as `UserError` naming the offending pair; triangle-
-inequality violations are kept as warnings (real WANs have them, e.g. with policy routing).
+`Link` says what each value means for the emulation. A pair may be listed in one direction only. Listed in both
+directions, two RTTs must agree within the tolerance (their mean is used), two link properties exactly. Problems
+are one `UserError` naming the file and the pair (or the change); a key the format does not have is an error,
+not ignored. Triangle-inequality violations are kept as warnings (real WANs have them, e.g. with policy
+routing). Jitter above half the RTT is an error, not a warning: each direction's delay is rtt/2 ± jitter, so
+the emulation would have to clip it at zero and the measured RTT would no longer be the one the map states.
+
+Storage is one float per pair for the RTTs, as before link properties existed; defaults, overrides and the
+RTTs set by changes are kept sparsely, so a large map pays only for what it states.
 """
 
 from __future__ import annotations

@@ -181,3 +181,13 @@ def test_scenario_inline_cluster_still_takes_its_own_keys_and_rejects_typos() ->
     doc["cluster"]["max_replica"] = 2
     with pytest.raises(UserError, match="cluster: unknown key 'max_replica'"):
         scenario_from_dict(doc)
+
+
+def test_the_documented_example_loads_and_means_what_the_doc_says() -> None:
+    text = (ROOT / "docs" / "pi-cluster.md").read_text().split("### The latency map format\n\n", 1)[1]
+    block = text.split("\n\n", 1)[0]
+    m = latency_map_from_dict(yaml.safe_load("\n".join(line[4:] for line in block.splitlines())), "doc")
+    assert m.link("pi01", "pi03") == Link(8.7, 2.0, 0.5, 100.0)
+    assert m.link("pi01", "pi02") == Link(1.0, 0.5)
+    assert m.at(4320).link("pi02", "pi03") == Link(158.7, 5.0, 1.0)
+    assert m.at(9000).link("pi01", "pi03") == Link(12.0, 5.0, 1.0, None)

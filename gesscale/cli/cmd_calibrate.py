@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
 BACKENDS = ("sim", "local")
@@ -101,6 +102,8 @@ def register(app: typer.Typer) -> None:
                                            "its micro-batches stop getting faster (JIT warm-up; 0: none)."),
         port_shift: int = typer.Option(0, "--port-shift", help="local: added to every testbed port (run beside "
                                        "another testbed)."),
+        wan: bool = wan_option(False, "local: "),  # TEMPORARY: True once the delay daemon lands
+        site: str | None = site_option("local: "),
     ) -> None:
         """Measure the MST of each configuration (StreamBed-style dichotomous search), fit alpha, beta, gamma,
         and report each measurement with its spread and the model's error on a held-out configuration.
@@ -139,7 +142,7 @@ def register(app: typer.Typer) -> None:
             lmap = load_latency_map(latency_map or DEFAULT_MAP)
             configs = configurations(lmap, _ints(replicas), kinds)
             opts = LocalCalibrationOptions(run_dir=run_dir, node_cpu=node_cpu, max_rows_per_batch=max_rows_per_batch,
-                                           port_shift=port_shift, job_warmup_s=job_warmup_s)
+                                           port_shift=port_shift, job_warmup_s=job_warmup_s, wan=wan, site=site)
             opts.validate()
             _check_out(out)
             title = f"Capacity probe on the local testbed ({node_cpu:g} core per fog node)"

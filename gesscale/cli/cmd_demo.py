@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
+from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.testbed.demo import DemoOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +111,8 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(3, "--seeds", min=1, help="--simulated-only: seeds per policy (medians)."),
         scenario: Path = typer.Option(ROOT / "scenarios" / "pi10-taxi.yaml", "--scenario",
                                       help="--simulated-only: scenario to run."),
+        wan: bool = wan_option(_D.wan),
+        site: str | None = site_option(),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view of the controller."),
     ) -> None:
         """Fog in a box: a real stream, the real Spark job and the Gesscale controller on this machine."""
@@ -150,7 +153,7 @@ def register(app: typer.Typer) -> None:
                            day_s=day, rides_per_day=rides_per_day, peak_load=peak_load, probe_s=probe,
                            start_hour=start_hour,
                            control_period_s=control_period, warmup_s=warmup, drain_timeout_s=drain_timeout,
-                           sim_policies=sim_policies, listeners=listeners)
+                           sim_policies=sim_policies, listeners=listeners, wan=wan, site=site)
         if view and console.is_terminal:
             with Live(live_view, console=console, refresh_per_second=2):
                 result = run_demo(opts, say=console.print)

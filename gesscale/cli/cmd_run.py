@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
 BACKENDS = ("local",)
@@ -61,6 +62,8 @@ def register(app: typer.Typer) -> None:
                                                 "on 127.0.0.1:PORT/metrics (0: off)."),
         duration: str | None = typer.Option(None, "--duration", help="Stop after this long (e.g. 5m) [default: "
                                             "until Ctrl-C]."),
+        wan: bool = wan_option(False, "New testbed: "),  # TEMPORARY: True once the delay daemon lands
+        site: str | None = site_option("New testbed: "),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view (off: one line per period)."),
     ) -> None:
         """Run the autoscaling controller live on the real Spark job of the local fog testbed.
@@ -79,6 +82,7 @@ def register(app: typer.Typer) -> None:
         from gesscale.testbed.controller import LiveController, parse_duration
         from gesscale.testbed.job import JobSettings
         from gesscale.testbed.live import ControllerMetrics, LiveView
+        from gesscale.testbed.wan import WanSettings
         from netem.latency_map import load_latency_map
 
         if backend not in BACKENDS:
@@ -108,7 +112,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"the latency map has only {len(names)} nodes")
             console.print(f"bringing up the testbed in {run_dir}: {nodes} fog nodes at {node_cpu:g} core each ...")
             tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=node_cpu, bootstrap=bootstrap,
-                                          job=JobSettings(bootstrap=bootstrap or "", input=input_topic)))
+                                          job=JobSettings(bootstrap=bootstrap or "", input=input_topic),
+                                          wan=WanSettings(lmap, site) if wan else None))
         else:
             tb = Testbed.attach(testbed)
         metrics = ControllerMetrics()
@@ -117,7 +122,7 @@ def register(app: typer.Typer) -> None:
             lmap_run = lmap.subset(names)
             config = ControllerConfig(control_period_s=period, warmup_s=warm, min_replicas=min_replicas,
                                       max_replicas=max_replicas or len(names))
-            be = LocalBackend(tb.fleet, tb.job, lmap_run, strategy=strategy, control_period_s=period)
+            be = LocalBackend(tb.fleet, tb.job, lmap_run, strategy=strategy, control_period_s=period, wan=tb.wan)
             live_view = LiveView(f"gesscale run: {policy} on {len(names)} fog nodes ({strategy})")
             listeners = [metrics.on_step, live_view.on_step]
             if not view:

@@ -29,6 +29,7 @@ from gesscale.backends.base import Backend
 from gesscale.config import ControllerConfig
 from gesscale.observation import Decision, Observation, Placement, Reconfiguration
 from gesscale.policies.base import Policy, PolicyContext, place
+from gesscale.state_file import state_for
 from netem.latency_map import LatencyMap
 
 
@@ -70,6 +71,7 @@ class ControlLoop:
         self.on_step = on_step
         self.last_reconfig_s = -float("inf")
         self.history: list[StepRecord] = []
+        self.resume_note = ""  # what happened to a state of another policy (gesscale.state_file.state_for)
         if self.state_path and self.state_path.exists():
             self._resume()
 
@@ -92,9 +94,11 @@ class ControlLoop:
 
     def _resume(self) -> None:
         assert self.state_path is not None
-        state = json.loads(self.state_path.read_text())
-        if state.get("policy") == self.policy.id:
-            self.policy.load_state_dict(state.get("policy_state") or {})
+        state, self.resume_note = state_for(self.state_path, self.policy.id)
+        if state is None:  # another policy's state, now kept beside: this policy starts afresh
+            self._save()
+            return
+        self.policy.load_state_dict(state.get("policy_state") or {})
         if state.get("last_reconfig_s") is not None:
             self.last_reconfig_s = float(state["last_reconfig_s"])
         if state.get("rng"):

@@ -64,6 +64,8 @@ def register(app: typer.Typer) -> None:
                                             "until Ctrl-C]."),
         wan: bool = wan_option(False, "New testbed: "),  # TEMPORARY: True once the delay daemon lands
         site: str | None = site_option("New testbed: "),
+        reset_state: bool = typer.Option(False, "--reset-state", help="Start afresh: the existing controller "
+                                         "state is moved aside (controller.reset-<time>.json), not deleted."),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view (off: one line per period)."),
     ) -> None:
         """Run the autoscaling controller live on the real Spark job of the local fog testbed.
@@ -104,6 +106,16 @@ def register(app: typer.Typer) -> None:
         stop_after = parse_duration(duration, "--duration") if duration else None
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
         console = Console(soft_wrap=True)
+        from gesscale.state_file import read_state
+        from gesscale.state_file import reset_state as set_state_aside
+
+        state_path = state or (testbed if testbed is not None else run_dir) / "controller.json"
+        if reset_state:
+            kept = set_state_aside(state_path)
+            if kept is not None:
+                console.print(f"--reset-state: the previous state is kept as {kept}")
+        else:
+            read_state(state_path)  # a damaged state is reported now, before a testbed is brought up
         _sigterm_as_interrupt()
         owned = testbed is None
         if owned:
@@ -133,6 +145,8 @@ def register(app: typer.Typer) -> None:
             ctl = LiveController(be, policy, lmap_run, config, state or tb.fleet.run_dir / "controller.json",
                                  listeners, initial_model=start_model)
             summary = ctl.policy.model_summary() or {}
+            if ctl.resume_note:
+                console.print(ctl.resume_note)
             if ctl.resumed:
                 console.print(f"resumed from {ctl.state_path}: {summary.get('measurements', 0)} model measurements")
             if start_model is not None:

@@ -19,6 +19,7 @@ from gesscale.errors import UserError
 from gesscale.mape import ControlLoop, StepRecord
 from gesscale.model import PerformanceModel
 from gesscale.policies.base import Policy, make_policy
+from gesscale.state_file import state_for
 from netem.latency_map import LatencyMap
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -90,7 +91,8 @@ class LiveController:
         self.state_path = Path(state_path)
         self.reconfig_path = self.state_path.with_name("reconfigurations.jsonl")
         self.listeners = listeners
-        self.resumed = self.state_path.exists()
+        state, self.resume_note = state_for(self.state_path, self.policy.id)  # another policy's is kept beside
+        self.resumed = state is not None
         resumed_model = self.resumed and _state_has_model(self.state_path, self.policy.id)
         self.model_from = "state" if resumed_model else ("file" if initial_model is not None else "")
         self.loop = ControlLoop(backend, self.policy, latency_map, config, state_path=self.state_path,

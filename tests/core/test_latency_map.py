@@ -101,3 +101,11 @@ def test_binary_file_is_a_clear_error(tmp_path: Path) -> None:
     blob.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
     with pytest.raises(UserError, match="not a text file"):
         load_latency_map(blob)
+
+
+def test_a_map_above_the_stated_limit_is_refused_with_one_line_before_any_pair_is_computed() -> None:
+    from netem.latency_map import MAX_NODES
+
+    doc = {"nodes": {f"n{i}": {"lat": 50.0 + i * 1e-4, "lon": 10.0} for i in range(10_000)}, "derive": "geo"}
+    with pytest.raises(UserError, match=f"10000 nodes; at most {MAX_NODES}"):
+        latency_map_from_dict(doc, "huge.yaml")

@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
                                            "its micro-batches stop getting faster (JIT warm-up; 0: none)."),
         port_shift: int = typer.Option(0, "--port-shift", help="local: added to every testbed port (run beside "
                                        "another testbed)."),
-        wan: bool = wan_option(False, "local: "),  # TEMPORARY: True once the delay daemon lands
+        wan: bool = wan_option(True, "local: "),
         site: str | None = site_option("local: "),
     ) -> None:
         """Measure the MST of each configuration (StreamBed-style dichotomous search), fit alpha, beta, gamma,

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
                                                 "on 127.0.0.1:PORT/metrics (0: off)."),
         duration: str | None = typer.Option(None, "--duration", help="Stop after this long (e.g. 5m) [default: "
                                             "until Ctrl-C]."),
-        wan: bool = wan_option(False, "New testbed: "),  # TEMPORARY: True once the delay daemon lands
+        wan: bool = wan_option(True, "New testbed: "),
         site: str | None = site_option("New testbed: "),
         reset_state: bool = typer.Option(False, "--reset-state", help="Start afresh: the existing controller "
                                          "state is moved aside (controller.reset-<time>.json), not deleted."),

@@ -35,7 +35,7 @@ class LocalCalibrationOptions:
     partitions: int = 6
     port_shift: int = 0  # added to every default port of the testbed (two testbeds side by side)
     job_warmup_s: float = 45.0  # the job saturated this long before the first configuration (JIT warm-up)
-    wan: bool = False  # TEMPORARY until the delay daemon lands (emulate the map: gesscale.testbed.wan)
+    wan: bool = True  # emulate the map between the nodes and the site (gesscale.testbed.wan)
     site: str | None = None  # node of the map hosting broker and driver; None: gesscale.testbed.wan_plan.choose_site
 
     def validate(self) -> None:

@@ -53,7 +53,7 @@ class DemoOptions:
     latency_map: Path | None = None
     # Emulate the map's RTTs between the fog nodes and the site of broker and driver (gesscale.testbed.wan);
     # site None: the map's node with the smallest worst RTT to the demo's nodes.
-    wan: bool = False  # TEMPORARY until the delay daemon lands
+    wan: bool = True
     site: str | None = None
     port_shift: int = 0  # added to every default port of the testbed (run two demos side by side)
     listeners: list[Callable[..., None]] = field(default_factory=list)

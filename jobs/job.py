@@ -1,4 +1,5 @@
-"""The enrichment job: Kafka `rides` → nearest landmark → Kafka `rides-enriched` (or Parquet), exactly once.
+"""The job: Kafka `rides` → a query (`jobs/query.py`; by default the nearest landmark) → Kafka `rides-enriched`
+(or Parquet), exactly once.
 
 `run(JobConfig(...))` starts Spark, the query, the metrics listener and the driver's HTTP API, and blocks until
 the query ends (or is idle for `stop_when_idle_s`, or gets SIGTERM/SIGINT, which stop it cleanly).
@@ -51,6 +52,7 @@ class JobConfig:
     driver_host: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_bootstrap: str | None = None  # default: `bootstrap` (output and dead-letter topics next to the input)
+    query: str = "nearest-landmark"  # a `--query` value (jobs/query.py)
 
     @property
     def dead_letter_topic(self) -> str:
@@ -76,6 +78,13 @@ class JobConfig:
             raise UserError("--executors must be >= 0")
         if self.dead_letter_topic in (self.input, self.output) or self.input == self.output:
             raise UserError("input, output and dead-letter topics must be three different topics")
+        self.loaded_query()
+
+    def loaded_query(self) -> Any:
+        """The `Query` that `query` names (UserError when it cannot be loaded)."""
+        from jobs.query import load_query
+
+        return load_query(self.query)
 
 
 class JobState:
@@ -133,6 +142,7 @@ def _spark(cfg: JobConfig) -> Any:
         .config("spark.ui.port", str(cfg.ui_port))
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")  # event times in the trace carry no zone
         .config("spark.dynamicAllocation.enabled", "false")
         .config("spark.executor.cores", "1")
         .config("spark.standalone.executorRemoveDelayOnDisconnection", "0s")
@@ -151,14 +161,14 @@ def _spark(cfg: JobConfig) -> Any:
 
 
 def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
-    """The `foreachBatch` function: enrich one micro-batch of source rows and write it exactly once.
+    """The `foreachBatch` function: write one micro-batch of the query's output exactly once.
 
     Everything about the output (partition counts, the end offsets logged before a batch, the producer and a
-    replay's key scan) is asked of `cfg.sink_bootstrap`.
+    replay's key scan) is asked of `cfg.sink_bootstrap`. The batch's dead letters (sent by the source's tasks
+    while the batch runs) are counted from the dead-letter topic's end offsets before and after.
     """
     from jobs.kafka_io import OffsetsReader, partition_counts
     from jobs.kafka_sink import COUNTS_SCHEMA, SinkLog, WriteSpec, write_partition
-    from jobs.records import ENRICHED_SCHEMA, enriched_batches
 
     sink_log = SinkLog(cfg.checkpoint)
     topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
@@ -181,19 +191,20 @@ def _batch_writer(cfg: JobConfig, state: JobState) -> Any:
         starts, replay = sink_log.begin(batch_id, lambda: offsets.end_offsets(topics))
         if replay:
             log.warning("batch %d runs again (after a restart): skipping records already written", batch_id)
-        spec = WriteSpec(cfg.sink_bootstrap, cfg.input, cfg.output, cfg.dead_letter_topic, parts, starts, replay,
-                         write_good=cfg.sink == "kafka")
         if cfg.sink == "parquet":
             df.persist()
-        try:
-            if cfg.sink == "parquet":
-                good = df.mapInArrow(enriched_batches, ENRICHED_SCHEMA)
-                good.write.mode("overwrite").parquet(str(Path(cfg.output) / f"batch_id={batch_id}"))
-            rows = df.mapInArrow(partial(write_partition, spec=spec), COUNTS_SCHEMA).collect()
-        finally:
-            if cfg.sink == "parquet":
+            try:
+                df.drop("partition").write.mode("overwrite").parquet(str(Path(cfg.output) / f"batch_id={batch_id}"))
+                counts = {"written": df.count(), "skipped": 0}
+            finally:
                 df.unpersist()
-        counts = {k: sum(int(r[k]) for r in rows) for k in ("written", "dead_letters", "skipped")}
+        else:
+            spec = WriteSpec(cfg.sink_bootstrap, cfg.output, parts[cfg.output], starts[cfg.output], replay)
+            rows = df.mapInArrow(partial(write_partition, spec=spec), COUNTS_SCHEMA).collect()
+            counts = {k: sum(int(r[k]) for r in rows) for k in ("written", "skipped")}
+        dead_before = starts[cfg.dead_letter_topic]
+        dead_now = offsets.end_offsets([cfg.dead_letter_topic])[cfg.dead_letter_topic]
+        counts["dead_letters"] = sum(dead_now.values()) - sum(dead_before.values())
         with state.lock:
             state.counts[batch_id] = counts
 
@@ -307,12 +318,12 @@ def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[
 
 
 def start_query(spark: Any, cfg: JobConfig, state: JobState) -> Any:
-    """Start the enrichment query on `spark`: the source registered, the exactly-once enriching writer.
+    """Start the job's streaming query on `spark`: the source parsing the rides (and dead-lettering bad
+    records), the query `cfg.query` on the good ones, the exactly-once writer of its output."""
+    from jobs.kafka_source import PARSE_RIDES, KafkaSource
+    from jobs.query import check_output
 
-    Only the columns the writer needs cross from the JVM to the writer's Python workers.
-    """
-    from jobs.kafka_source import KafkaSource
-
+    query = cfg.loaded_query()
     spark.dataSource.register(KafkaSource)
     reader = (
         spark.readStream.format("gesscale_kafka")
@@ -320,12 +331,23 @@ def start_query(spark: Any, cfg: JobConfig, state: JobState) -> Any:
         .option("topic", cfg.input)
         .option("maxRowsPerRange", str(cfg.max_rows_per_range))
         .option("startingOffsets", cfg.starting_offsets)
+        .option("parse", PARSE_RIDES)
+        .option("deadLetterTopic", cfg.dead_letter_topic)
+        .option("deadLetterBootstrap", cfg.sink_bootstrap)
+        .option("logDir", str(Path(cfg.checkpoint).resolve()))
     )
     if cfg.max_rows_per_batch:
         reader = reader.option("maxRowsPerBatch", str(cfg.max_rows_per_batch))
+    try:
+        out = query.build(reader.load())
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the query's own code failed on the rides' schema
+        raise UserError(f"query {query.name!r}: build() failed: {type(err).__name__}: {str(err)[:300]}") from err
+    check_output(out, query)
+    log.info("query %s: output keyed by %s", query.name, query.output_key)
     writer = (
-        reader.load().select("partition", "offset", "value")
-        .writeStream.queryName("gesscale-enrich")
+        out.writeStream.queryName(f"gesscale-{query.name}")
         .foreachBatch(_batch_writer(cfg, state))
         .option("checkpointLocation", str(cfg.checkpoint))
     )

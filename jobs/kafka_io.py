@@ -71,6 +71,26 @@ class OffsetsReader:
             self._consumer = None
 
 
+def partition_end(bootstrap: str, topic: str, partition: int) -> int:
+    """The current end offset of one partition."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tp = TopicPartition(topic, partition)
+        return int(consumer.end_offsets([tp])[tp])
+    finally:
+        consumer.close()
+
+
+def written_keys(bootstrap: str, topic: str, partition: int, start: int, careful: bool) -> set[bytes]:
+    """Keys a task must not write again to `topic[partition]`: those from `start` on when the task is `careful`
+    (it may follow a partial write) or when the partition grew since the batch began (another task of the batch
+    wrote there, or a stage that wrote was run again: PySpark's TaskContext does not tell stage attempts apart).
+    Empty, at the cost of one offsets request, when the partition has not grown."""
+    if not careful and partition_end(bootstrap, topic, partition) <= start:
+        return set()
+    return read_keys(bootstrap, topic, partition, start)
+
+
 def read_keys(bootstrap: str, topic: str, partition: int, start: int) -> set[bytes]:
     """Keys of the records of one partition from `start` up to its current end."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,

@@ -13,7 +13,12 @@ Use: `spark.dataSource.register(KafkaSource)` then
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -25,17 +30,36 @@ from jobs.offsets import Offsets, Range, cap, normalise, split
 SOURCE_NAME = "gesscale_kafka"
 SCHEMA = "partition int, offset long, key binary, value binary, timestamp_ms long"
 ARROW_ROWS = 8192  # rows per Arrow batch handed to Spark
+PARSE_RIDES = "rides"  # option `parse`: yield parsed rides, dead-letter the bad records
+DEAD_LETTER_LOG = "gesscale-source"  # under option `logDir`: the dead-letter topic's offsets before each batch
+KEEP_LOG_ENTRIES = 100
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """Where a parsing task sends the bad records of its range: the dead-letter topic's partition
+    `input partition mod partitions`, whose end offset was `start` before the batch wrote (`replay`: the batch
+    ran before, so records may be there already)."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    start: int
+    replay: bool
 
 
 class KafkaRangePartition(InputPartition):
-    """One task's work: offsets [start, until) of one partition, with what an executor needs to fetch them."""
+    """One task's work: offsets [start, until) of one partition, with what an executor needs to fetch them
+    (and, when the source parses, where the bad records go)."""
 
-    def __init__(self, bootstrap: str, topic: str, rng: Range, poll_timeout_s: float) -> None:
+    def __init__(self, bootstrap: str, topic: str, rng: Range, poll_timeout_s: float,
+                 dead: DeadLetters | None = None) -> None:
         super().__init__((rng.partition, rng.start, rng.until))
         self.bootstrap = bootstrap
         self.topic = topic
         self.range = rng
         self.poll_timeout_s = poll_timeout_s
+        self.dead = dead
 
 
 def fetch_size(rng: Range, record_bytes: int = 512) -> int:
@@ -51,21 +75,12 @@ def fetch_size(rng: Range, record_bytes: int = 512) -> int:
     return max(64 << 10, min(16 << 20, (rng.until - rng.start) * record_bytes))
 
 
-def read_range(part: KafkaRangePartition) -> Iterator[Any]:
-    """Fetch exactly the offsets of `part` with kafka-python and yield them as Arrow record batches.
-
-    Records outside [start, until) (a fetch returns whole broker batches) are dropped; offsets missing inside
-    the range (compaction, transaction markers) are skipped by watching the consumer position. If the broker
-    returns nothing for `poll_timeout_s` the task fails, so Spark retries it instead of producing a short batch.
-    """
-    import pyarrow as pa
+def _fetch(part: KafkaRangePartition) -> Iterator[tuple[list[int], list[Any], list[Any], list[int]]]:
+    """Fetch exactly the offsets of `part` with kafka-python, in chunks of up to `ARROW_ROWS` records:
+    (offsets, keys, values, timestamps)."""
     from kafka import KafkaConsumer, TopicPartition
 
     rng = part.range
-    schema = pa.schema(
-        [("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
-         ("timestamp_ms", pa.int64())]
-    )
     fetch_bytes = fetch_size(rng)
     consumer = KafkaConsumer(
         bootstrap_servers=part.bootstrap,
@@ -112,14 +127,78 @@ def read_range(part: KafkaRangePartition) -> Iterator[Any]:
                 stamps.append(rec.timestamp)
                 position = rec.offset + 1
             if len(offs) >= ARROW_ROWS or (offs and position >= rng.until):
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([rng.partition] * len(offs), pa.int32()), pa.array(offs, pa.int64()),
-                     pa.array(keys, pa.binary()), pa.array(vals, pa.binary()), pa.array(stamps, pa.int64())],
-                    schema=schema,
-                )
+                yield offs, keys, vals, stamps
                 offs, keys, vals, stamps = [], [], [], []
     finally:
         consumer.close()
+
+
+def read_range(part: KafkaRangePartition) -> Iterator[Any]:
+    """Fetch exactly the offsets of `part` and yield them as Arrow record batches of `SCHEMA` rows.
+
+    Records outside [start, until) (a fetch returns whole broker batches) are dropped; offsets missing inside
+    the range (compaction, transaction markers) are skipped by watching the consumer position. If the broker
+    returns nothing for `poll_timeout_s` the task fails, so Spark retries it instead of producing a short batch.
+    With `part.dead` set, the records are parsed instead (`read_rides`).
+    """
+    if part.dead is not None:
+        yield from read_rides(part)
+        return
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
+         ("timestamp_ms", pa.int64())]
+    )
+    p = part.range.partition
+    for offs, keys, vals, stamps in _fetch(part):
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([p] * len(offs), pa.int32()), pa.array(offs, pa.int64()), pa.array(keys, pa.binary()),
+             pa.array(vals, pa.binary()), pa.array(stamps, pa.int64())],
+            schema=schema,
+        )
+
+
+def _retried() -> bool:
+    """Whether this task is a retry (it may follow a partial write of the same range)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx is not None and ctx.attemptNumber() > 0
+
+
+def read_rides(part: KafkaRangePartition) -> Iterator[Any]:
+    """Fetch the range, yield its good records parsed (`RIDES_SCHEMA` rows) and send the bad ones to the
+    dead-letter topic exactly once: the scheme of `jobs.kafka_sink` (`DeadLetters` holds the batch's start
+    offsets and whether it is a replay), except that a task also skips the keys already there whenever its
+    dead-letter partition grew since the batch began (`written_keys`): a stage that read the input may run
+    again after its shuffle output was lost with an executor, and PySpark does not say so."""
+    from jobs.kafka_io import written_keys
+    from jobs.produce import BatchProducer
+    from jobs.records import dead_letter, split_rides
+
+    dead = part.dead
+    assert dead is not None
+    p = part.range.partition
+    target = p % dead.partitions
+    careful = dead.replay or _retried()
+    seen: set[bytes] | None = None
+    writer = BatchProducer(dead.bootstrap)
+    try:
+        for offs, _, vals, _ in _fetch(part):
+            rides, bad = split_rides(p, offs, vals)
+            for offset, reason, value in bad:
+                key, body = dead_letter(reason, part.topic, p, offset, value)
+                if seen is None:  # bad records are rare: check once, at the first one
+                    seen = written_keys(dead.bootstrap, dead.topic, target, dead.start, careful)
+                if key in seen:
+                    continue
+                writer.send(dead.topic, target, key, body)
+            if rides.num_rows:
+                yield rides
+        writer.flush()
+    finally:
+        writer.close()
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -133,6 +212,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_per_range = int(options.get("maxRowsPerRange", "100000"))
         self.starting = options.get("startingOffsets", "earliest")
         self.poll_timeout_s = float(options.get("pollTimeoutSeconds", "60"))
+        self.parse = options.get("parse", "") == PARSE_RIDES
+        self.dead_bootstrap = options.get("deadLetterBootstrap") or self.bootstrap
+        self.dead_topic = options.get("deadLetterTopic", "")
+        self.log_dir = options.get("logDir", "")
         self._consumer: Any = None
         self._latest: Offsets | None = None
         self._target: Offsets | None = None
@@ -198,11 +281,54 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._ends()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        """One task per partition range of at most `maxRowsPerRange` records."""
-        return [
-            KafkaRangePartition(self.bootstrap, self.topic, r, self.poll_timeout_s)
-            for r in split(normalise(start), normalise(end), self.max_per_range)
-        ]
+        """One task per partition range of at most `maxRowsPerRange` records (when parsing, each with where its
+        bad records go: `_dead_letter_starts`)."""
+        start_o, end_o = normalise(start), normalise(end)
+        ranges = split(start_o, end_o, self.max_per_range)
+        if not self.parse:
+            return [KafkaRangePartition(self.bootstrap, self.topic, r, self.poll_timeout_s) for r in ranges]
+        starts, replay = self._dead_letter_starts(start_o, end_o)
+        n = len(starts)
+        return [KafkaRangePartition(self.bootstrap, self.topic, r, self.poll_timeout_s,
+                                    DeadLetters(self.dead_bootstrap, self.dead_topic, n, starts[r.partition % n],
+                                                replay))
+                for r in ranges]
+
+    def _dead_letter_starts(self, start: Offsets, end: Offsets) -> tuple[dict[int, int], bool]:
+        """The dead-letter topic's end offsets before the batch [start, end) wrote, and whether it ran before.
+
+        Batches run one after the other, and the driver plans a batch before any of its tasks runs: so the first
+        time a batch is planned its offsets are recorded under `logDir`, and a batch planned again (a replay
+        after a crash, with identical offsets) finds them there."""
+        path = Path(self.log_dir) / DEAD_LETTER_LOG
+        digest = hashlib.sha1(json.dumps([start, end], sort_keys=True).encode()).hexdigest()[:20]
+        entry = path / digest
+        if entry.exists():
+            return {int(p): int(o) for p, o in json.loads(entry.read_text()).items()}, True
+        from kafka import TopicPartition
+
+        client = self._client() if self.dead_bootstrap == self.bootstrap else None
+        if client is None:
+            from kafka import KafkaConsumer
+
+            client = KafkaConsumer(bootstrap_servers=self.dead_bootstrap, enable_auto_commit=False, group_id=None)
+        try:
+            parts = sorted(client.partitions_for_topic(self.dead_topic) or ())
+            if not parts:
+                raise ValueError(f"dead-letter topic {self.dead_topic!r} does not exist on {self.dead_bootstrap}")
+            ends = {tp.partition: int(o)
+                    for tp, o in client.end_offsets([TopicPartition(self.dead_topic, p) for p in parts]).items()}
+        finally:
+            if client is not self._consumer:
+                client.close()
+        path.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_suffix(".tmp")
+        tmp.write_text(json.dumps({str(p): o for p, o in ends.items()}))
+        os.replace(tmp, entry)
+        old = sorted((e for e in path.iterdir() if e.suffix != ".tmp"), key=lambda e: e.stat().st_mtime)
+        for stale in old[:-KEEP_LOG_ENTRIES]:
+            stale.unlink(missing_ok=True)
+        return ends, False
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Runs on an executor: fetch the range (see `read_range`)."""
@@ -222,7 +348,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class KafkaSource(DataSource):
     """The `gesscale_kafka` streaming source: options `bootstrap`, `topic`, `maxRowsPerBatch`,
     `maxRowsPerRange` (default 100000), `startingOffsets` (earliest|latest), `pollTimeoutSeconds` (default 60).
-    Rows: partition, offset, key, value (bytes), timestamp_ms."""
+    Rows: partition, offset, key, value (bytes), timestamp_ms. With `parse` = `rides` (and `deadLetterTopic`,
+    optionally `deadLetterBootstrap`, and `logDir`, a folder only the driver uses): the good records parsed
+    (`jobs.records.RIDES_SCHEMA`), the bad ones sent to the dead-letter topic exactly once."""
 
     @classmethod
     def name(cls) -> str:
@@ -230,12 +358,19 @@ class KafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        """Fixed row layout; the job parses `value`."""
+        """The raw records (`SCHEMA`), or with option `parse` = `rides` the parsed good ones (`RIDES_SCHEMA`)."""
+        if self.options.get("parse", "") == PARSE_RIDES:
+            from jobs.records import RIDES_SCHEMA
+
+            return RIDES_SCHEMA
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """Validate options and build the reader."""
-        for required in ("bootstrap", "topic"):
-            if not self.options.get(required):
-                raise ValueError(f"option {required!r} is required")
+        required = ["bootstrap", "topic"]
+        if self.options.get("parse", "") == PARSE_RIDES:
+            required += ["deadLetterTopic", "logDir"]
+        for name in required:
+            if not self.options.get(name):
+                raise ValueError(f"option {name!r} is required")
         return KafkaStreamReader(self.options)

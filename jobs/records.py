@@ -1,11 +1,10 @@
 """The job's record logic in plain Python: validate a ride's JSON, find its nearest landmark, build the output.
 
-It runs inside the Kafka writer's `mapInArrow` tasks (`jobs/kafka_sink.py`), one record at a time. It used to
-be Spark column expressions (`from_json` of 14 fields in the JVM, then `to_json` of the enriched struct); that
-path parsed and re-serialised every record in the JVM and then handed four columns to the Python writer anyway.
-Here the writer receives the raw value, msgspec decodes and type-checks it in one C pass into a struct of the
-known fields, and the output is the validated input text with the two new fields spliced in before its closing
-brace: a good record is parsed once and never re-serialised.
+`parse`/`split_rides` run in the Kafka source's tasks (`jobs/kafka_source.py`), which hand the good records to
+the query as typed columns (`RIDES_SCHEMA`) and dead-letter the bad ones; `enrich` runs in the nearest-landmark
+query's `mapInArrow` (`jobs/queries/nearest_landmark.py`). msgspec decodes and type-checks a record in one C
+pass into a struct of the known fields, and the enriched output is the validated input text with the two new
+fields spliced in before its closing brace: it is never re-serialised.
 
 A record is good when its value is a JSON object whose known fields (`FIELD_TYPES`) have the producer's types
 (null counts as absent, a double field takes an integer too, a long must fit Spark's long, unknown fields are
@@ -17,7 +16,6 @@ dead-letter topic.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -63,8 +61,6 @@ _POINTS = tuple((lm.name, lm.lon, lm.lat) for lm in LANDMARKS)
 # what a good record's value gets before its closing brace, per landmark (the distance follows)
 _SPLICE = {lm.name: f', "{ADDED[0]}": "{lm.name}", "{ADDED[1]}": '.encode() for lm in LANDMARKS}
 _ARROW_TYPES = {str: pa.string(), int: pa.int64(), float: pa.float64()}
-_ARROW_SCHEMA = pa.schema([(f, _ARROW_TYPES[k]) for f, k in FIELD_TYPES.items()]
-                          + [(ADDED[0], pa.string()), (ADDED[1], pa.float64())])
 
 
 class BadRecord(ValueError):
@@ -129,29 +125,39 @@ def enrich(value: bytes) -> tuple[bytes, bytes]:
     return key, b"".join((body[:-1], _SPLICE[name], msgspec.json.encode(dist), b"}"))
 
 
-def enriched_row(value: bytes) -> dict[str, Any]:
-    """The enriched record as a dict of the `FIELD_TYPES` fields plus the two new ones (the Parquet sink's row)."""
-    rec = parse(value)
-    row = {f: getattr(rec, f) for f in FIELD_TYPES}
-    row[ADDED[0]], row[ADDED[1]] = nearest(rec.pickup_lon, rec.pickup_lat)
-    return row
+# The parsed rides a query gets (jobs/query.py): where each record was read, its known fields typed (None when
+# absent), and its JSON text as received (unknown fields included).
+RIDES_SCHEMA = ", ".join(["partition int", "offset long"]
+                         + [f"{f} {'string' if k is str else 'long' if k is int else 'double'}"
+                            for f, k in FIELD_TYPES.items()] + ["value binary"])
+_RIDES_ARROW = pa.schema([("partition", pa.int32()), ("offset", pa.int64())]
+                         + [(f, _ARROW_TYPES[k]) for f, k in FIELD_TYPES.items()] + [("value", pa.binary())])
 
 
-ENRICHED_SCHEMA = ", ".join(
-    [f"{f} {'string' if k is str else 'long' if k is int else 'double'}" for f, k in FIELD_TYPES.items()]
-    + [f"{ADDED[0]} string", f"{ADDED[1]} double"])
+BadRow = tuple[int, str, bytes | None]  # (offset, reason, value) of a bad record
 
 
-def enriched_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    """`mapInArrow` body of the Parquet sink: source rows (`value`) → `ENRICHED_SCHEMA` rows of the good records."""
-    for batch in batches:
-        rows = []
-        for value in batch.column("value").to_pylist():
-            try:
-                rows.append(enriched_row(value))
-            except BadRecord:
-                continue
-        yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_SCHEMA)
+def split_rides(partition: int, offsets: list[int], values: list[bytes | None]) -> tuple[Any, list[BadRow]]:
+    """Parse one chunk of a partition's records: (Arrow batch of the good ones as `RIDES_SCHEMA` rows, [(offset,
+    reason, value)] of the bad ones)."""
+    columns: dict[str, list[Any]] = {f: [] for f in FIELD_TYPES}
+    good_offsets: list[int] = []
+    good_values: list[bytes] = []
+    bad: list[BadRow] = []
+    for offset, value in zip(offsets, values, strict=True):
+        try:
+            rec = parse(value)
+        except BadRecord as err:
+            bad.append((offset, err.reason, value))
+            continue
+        good_offsets.append(offset)
+        good_values.append(value)  # type: ignore[arg-type] - parse() rejects None
+        for f, col in columns.items():
+            col.append(getattr(rec, f))
+    arrays = [pa.array([partition] * len(good_offsets), pa.int32()), pa.array(good_offsets, pa.int64())]
+    arrays += [pa.array(columns[f], _ARROW_TYPES[k]) for f, k in FIELD_TYPES.items()]
+    arrays.append(pa.array(good_values, pa.binary()))
+    return pa.RecordBatch.from_arrays(arrays, schema=_RIDES_ARROW), bad
 
 
 def dead_letter(reason: str, topic: str, partition: int, offset: int, value: bytes | None) -> tuple[bytes, bytes]:

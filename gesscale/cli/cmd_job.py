@@ -1,4 +1,4 @@
-"""`gesscale job run`: the PySpark enrichment job (Kafka → nearest NYC landmark → Kafka or Parquet)."""
+"""`gesscale job run`: the PySpark job (Kafka → a query, by default the nearest NYC landmark → Kafka or Parquet)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 
 def register(app: typer.Typer) -> None:
     """Add the `job` command group."""
-    job = typer.Typer(help="The PySpark streaming job: nearest-landmark enrichment of taxi rides, exactly once.",
+    job = typer.Typer(help="The PySpark streaming job: a query over taxi rides (nearest landmark, frequent routes, "
+                           "or your own), exactly once.",
                       no_args_is_help=True)
     app.add_typer(job, name="job")
 
@@ -37,7 +38,10 @@ def register(app: typer.Typer) -> None:
                                    help="Output topic (--sink kafka) or folder (--sink parquet)."),
         checkpoint: Path = typer.Option(..., "--checkpoint",
                                         help="Checkpoint folder: offsets and sink log; restart with the same one."),
-        sink: str = typer.Option("kafka", "--sink", help="Where enriched records go: kafka or parquet."),
+        sink: str = typer.Option("kafka", "--sink", help="Where the query's output goes: kafka or parquet."),
+        query: str = typer.Option("nearest-landmark", "--query",
+                                  help="nearest-landmark, frequent-routes, or path/to/my_query.py[:function] "
+                                       "(docs/queries.md)."),
         dead_letter: str = typer.Option(None, "--dead-letter",
                                         help="Topic for records that do not parse [default: <input>-dead-letter]."),
         master: str = typer.Option("local[2]", "--master",
@@ -68,7 +72,7 @@ def register(app: typer.Typer) -> None:
                                            help="Process what the input holds at start, then stop."),
         conf: list[str] = typer.Option([], "--conf", help="Extra Spark setting KEY=VALUE (repeatable)."),
     ) -> None:
-        """Run the enrichment job until it stops (Ctrl-C or SIGTERM stop it cleanly; restart resumes)."""
+        """Run the job until it stops (Ctrl-C or SIGTERM stop it cleanly; restart resumes)."""
         from jobs.job import JobConfig
         from jobs.job import run as run_job
 
@@ -80,7 +84,7 @@ def register(app: typer.Typer) -> None:
             trigger_ms=trigger_ms, starting_offsets=starting_offsets, executors=executors,
             metrics_jsonl=metrics_jsonl, http_host=http_host, http_port=http_port, ui_port=ui_port,
             bp_window_s=bp_window_s, stop_when_idle_s=stop_when_idle_s, available_now=available_now,
-            driver_host=driver_host, spark_conf=_conf(conf), output_bootstrap=output_bootstrap,
+            driver_host=driver_host, spark_conf=_conf(conf), output_bootstrap=output_bootstrap, query=query,
         )
         last = run_job(cfg)
         if last is not None:

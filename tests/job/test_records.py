@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pytest
 
 from jobs import records
@@ -71,7 +70,9 @@ def test_lenient_where_the_types_allow() -> None:
            "dup": None, "extra": {"kept": [1, 2]}}
     key, value = records.enrich(b"  " + json.dumps(rec, indent=2).encode() + b"\n ")
     check_enriched(rec, key, value)
-    row = records.enriched_row(json.dumps(rec).encode())
+    rides, bad = records.split_rides(3, [17], [json.dumps(rec).encode()])
+    row = rides.to_pylist()[0]
+    assert not bad and row["partition"] == 3 and row["offset"] == 17
     assert row["pickup_lon"] == -74.0 and type(row["pickup_lon"]) is float and row["dup"] is None
 
 
@@ -90,13 +91,15 @@ def test_dead_letter_is_keyed_by_origin_and_keeps_the_raw_text() -> None:
                                  "raw": "\ufffd{"}
 
 
-def test_parquet_batches_hold_the_good_records_enriched() -> None:
-    vals = [v for _, v, _ in ridegen.values(300, malformed_every=10)]
-    out = list(records.enriched_batches(iter([pa.RecordBatch.from_pydict({"value": vals})])))
-    table = pa.Table.from_batches(out)
-    assert table.num_rows == 270
-    assert table.schema.names == [*records.FIELD_TYPES, *records.ADDED]
-    first = json.loads(vals[0])
-    assert table.column("key")[0].as_py() == first["key"]
-    assert table.column("nearest_landmark")[0].as_py() == reference_nearest(first["pickup_lon"],
-                                                                            first["pickup_lat"])[0]
+def test_split_rides_types_the_good_records_and_names_the_bad_ones() -> None:
+    sent = list(ridegen.values(300, malformed_every=10))
+    rides, bad = records.split_rides(1, list(range(100, 400)), [v for _, v, _ in sent])
+    assert rides.num_rows == 270 and len(bad) == 30
+    assert rides.schema.names == ["partition", "offset", *records.FIELD_TYPES, "value"]
+    good = [(i, v) for i, (_, v, ok) in enumerate(sent) if ok]
+    assert rides.column("offset").to_pylist() == [100 + i for i, _ in good]
+    assert rides.column("value").to_pylist() == [v for _, v in good]
+    first = json.loads(good[0][1])
+    assert {k: rides.column(k)[0].as_py() for k in first} == first
+    assert [o for o, _, _ in bad] == [100 + i for i, (_, _, ok) in enumerate(sent) if not ok]
+    assert all(reason in records.REASONS and value == sent[o - 100][1] for o, reason, value in bad)

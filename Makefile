@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint lock lock-check clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -16,6 +16,14 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+# Refresh uv.lock and requirements-lock.txt after editing pyproject.toml (ARGS=--upgrade: newest releases).
+lock:
+	@bash scripts/lock.sh $(ARGS)
+
+# Fails when the lock no longer matches pyproject.toml (offline); tests/core/test_lock.py runs it in CI.
+lock-check:
+	@bash scripts/lock.sh --check
 
 clean:
 	rm -rf out .pytest_cache

@@ -5,7 +5,11 @@ values), so the fabric path and the playbooks agree on every variable. Variables
 
 - `ansible_host`, `ansible_user`, `ansible_port`, `ansible_ssh_private_key_file`, `ansible_become`: SSH;
 - `netem_address`: IPv4 address of the node on the cluster network (default: `ansible_host`);
-- `netem_device`: interface that carries cluster traffic (default: found on the node with `ip route get`).
+- `netem_device`: interface that carries cluster traffic (default: found on the node with `ip route get`);
+- `ansible_connection: local`: the host is this machine (commands run here, no SSH; several such hosts may share
+  it, each with its own address, e.g. 127.0.0.51 and 127.0.0.52);
+- `netem_python`: the Python on the host that has gesscale's `netem` package, for the userspace engine's delay
+  daemon (default: `python3`; for local hosts the Python running gesscale).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ CONNECTION_VARS = (
     "ansible_become",
     "netem_address",
     "netem_device",
+    "ansible_connection",
+    "netem_python",
 )
 
 
@@ -42,6 +48,13 @@ class Host:
     key_file: str | None = None
     become: bool = False
     device: str | None = None
+    connection: str | None = None
+    python: str | None = None
+
+    @property
+    def local(self) -> bool:
+        """Whether the host is this machine (`ansible_connection: local`): commands run here, not over SSH."""
+        return self.connection == "local"
 
     @property
     def needs_sudo(self) -> bool:
@@ -73,6 +86,8 @@ def host_from_vars(name: str, hostvars: Mapping[str, Any]) -> Host:
         key_file=hostvars.get("ansible_ssh_private_key_file"),
         become=_truthy(hostvars.get("ansible_become", False)),
         device=hostvars.get("netem_device"),
+        connection=hostvars.get("ansible_connection"),
+        python=hostvars.get("netem_python"),
     )
 
 
@@ -97,7 +112,7 @@ def hosts_for_map(hosts: Mapping[str, Host], lmap: LatencyMap, source: str = "in
                 f"{source}: host {host.name}: address {host.address!r} is not an IPv4 address "
                 "(set netem_address to the node's IP on the cluster network)"
             ) from None
-        if not host.ssh_host:
+        if not host.ssh_host and not host.local:
             raise UserError(f"{source}: host {host.name} has no ansible_host to connect to")
     unmapped = [n for n in hosts if n not in lmap.nodes]
     if unmapped:

@@ -4,8 +4,10 @@ Each node gets, on the interface that reaches its peers, an egress delay of rtt/
 a round trip between two nodes crosses two half delays and equals the map (shared/DESIGN.md §5):
 
     htb root (handle 1:, unclassified traffic to class 1:1, no delay)
-      └─ one htb class per destination (1:10, 1:11, ...)
-           └─ leaf qdisc: `netem delay <rtt/2>ms`      (mode "netem")
+      └─ one htb class per destination (1:10, 1:11, ...), rate = the link's bandwidth (else 10gbit: no shaping)
+           └─ leaf qdisc: `netem delay <rtt/2>ms [<jitter>ms] [loss <p>%]`   (mode "netem")
+                 └─ with jitter: a `pfifo` child, so jitter does not reorder packets (netem's own
+                    queue is time-sorted and would; wiki.linuxfoundation.org/networking/netem)
                       or  `pfifo limit 1000`          (mode "structural": kernels without netem)
       └─ one u32 filter per destination: `match ip dst <peer>/32 flowid <class>`
 
@@ -41,6 +43,14 @@ class PeerRule:
     address: str
     delay_ms: float
     classid: str
+    jitter_ms: float = 0.0
+    loss_pct: float = 0.0
+    bandwidth_mbit: float | None = None
+
+    @property
+    def rate(self) -> str:
+        """The htb class rate: the link's bandwidth, or a rate far above any NIC (classify only, never shape)."""
+        return CLASS_RATE if not self.bandwidth_mbit else f"{_ms(self.bandwidth_mbit * 1000)}kbit"
 
     @property
     def leaf_handle(self) -> str:
@@ -56,11 +66,17 @@ class NodePlan:
     device: str
     mode: str
     rules: tuple[PeerRule, ...]
+    reorder: bool = False
 
     def leaf(self, rule: PeerRule) -> str:
         """The leaf qdisc of a rule in this plan's mode."""
         if self.mode == "netem":
-            return f"netem delay {_ms(rule.delay_ms)}ms"
+            text = f"netem delay {_ms(rule.delay_ms)}ms"
+            if rule.jitter_ms:
+                text += f" {_ms(rule.jitter_ms)}ms"
+            if rule.loss_pct:
+                text += f" loss {_ms(rule.loss_pct)}%"
+            return text
         return STRUCTURAL_LEAF
 
     def apply_commands(self) -> list[list[str]]:
@@ -73,9 +89,12 @@ class NodePlan:
         ]  # fmt: skip
         for rule in self.rules:
             cmds.append(["tc", "class", "add", "dev", dev, "parent", ROOT_HANDLE, "classid", rule.classid,
-                         "htb", "rate", CLASS_RATE])  # fmt: skip
+                         "htb", "rate", rule.rate])  # fmt: skip
             cmds.append(["tc", "qdisc", "add", "dev", dev, "parent", rule.classid, "handle", rule.leaf_handle,
                          *self.leaf(rule).split()])  # fmt: skip
+            if self.mode == "netem" and rule.jitter_ms and not self.reorder:
+                cmds.append(["tc", "qdisc", "add", "dev", dev, "parent", rule.leaf_handle + "1",
+                             *STRUCTURAL_LEAF.split()])  # fmt: skip
             cmds.append(["tc", "filter", "add", "dev", dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1",
                          "u32", "match", "ip", "dst", f"{rule.address}/32", "flowid", rule.classid])  # fmt: skip
         return cmds
@@ -135,6 +154,7 @@ def build_plan(
     devices: Mapping[str, str],
     mode: str = "netem",
     nodes: list[str] | None = None,
+    reorder: bool = False,
 ) -> dict[str, NodePlan]:
     """Plans for the map's nodes (or `nodes`): each gets rtt/2 toward every other node of the map.
 
@@ -160,6 +180,8 @@ def build_plan(
     for node in targets:
         rules = []
         for i, peer in enumerate(p for p in names if p != node):
-            rules.append(PeerRule(peer, addresses[peer], lmap.rtt(node, peer) / 2.0, f"1:{FIRST_PEER_MINOR + i:x}"))
-        plans[node] = NodePlan(node, devices[node], mode, tuple(rules))
+            link = lmap.link(node, peer)
+            rules.append(PeerRule(peer, addresses[peer], link.rtt_ms / 2.0, f"1:{FIRST_PEER_MINOR + i:x}",
+                                  link.jitter_ms, link.loss_pct, link.bandwidth_mbit))  # fmt: skip
+        plans[node] = NodePlan(node, devices[node], mode, tuple(rules), reorder)
     return plans

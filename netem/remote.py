@@ -8,7 +8,9 @@ is set, as Ansible would.
 from __future__ import annotations
 
 import io
+import os
 import shlex
+import subprocess
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +97,48 @@ class FabricRemote:
             for conn in self._connections.values():
                 conn.close()  # type: ignore[attr-defined]
             self._connections.clear()
+
+
+class LocalRemote:
+    """`Remote` for hosts that are this machine: the command runs in `sh -c` here (as root: sudo -n if needed)."""
+
+    def __init__(self, command_timeout_s: float = 120.0) -> None:
+        self._command_timeout_s = command_timeout_s
+
+    def run(self, host: Host, command: str, *, root: bool = False, stdin: str | None = None) -> Result:
+        """Run a command locally; a timeout is a `UserError` naming the host."""
+        argv = ["sh", "-c", SBIN_PATH + command]
+        if root and os.geteuid() != 0:
+            argv = ["sudo", "-n", *argv]
+        try:
+            res = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=self._command_timeout_s)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"host {host.name} (local): command timed out") from None
+        return Result(res.returncode, res.stdout, res.stderr)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class HostRemote:
+    """`Remote` that runs each host's commands where the host is: locally for local hosts, else over SSH."""
+
+    def __init__(self) -> None:
+        self._local = LocalRemote()
+        self._ssh: FabricRemote | None = None
+
+    def run(self, host: Host, command: str, *, root: bool = False, stdin: str | None = None) -> Result:
+        """Dispatch by `host.local`."""
+        if host.local:
+            return self._local.run(host, command, root=root, stdin=stdin)
+        if self._ssh is None:
+            self._ssh = FabricRemote()
+        return self._ssh.run(host, command, root=root, stdin=stdin)
+
+    def close(self) -> None:
+        """Close SSH connections, if any were made."""
+        if self._ssh is not None:
+            self._ssh.close()
 
 
 def on_each(hosts: Iterable[Host], work: Callable[[Host], T], parallel: bool = True) -> dict[str, T]:

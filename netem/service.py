@@ -58,6 +58,10 @@ class NetemService:
             raise UserError(f"host {host.name}: cannot find the interface toward {peer.name}; set netem_device")
         return dev
 
+    def devices(self) -> dict[str, str]:
+        """Each host's interface toward its peers (inventory, else `ip route get` on the host; read-only)."""
+        return on_each(self.hosts.values(), self._device)
+
     def plans(self) -> dict[str, NodePlan]:
         """The per-node plans; interfaces not given in the inventory are looked up on the nodes (read-only)."""
         if self._plans is None:

@@ -75,7 +75,9 @@ def test_live_calibration_orders_1_2_3_nodes_and_starts_a_controller(tmp_path: P
     # driver's share of each batch: ~1.1 s of a batch at 3 nodes) left the third node within the noise of the
     # second, and CI twice measured n=3 below n=2 (598 < 633, 597 < 714; docs/calibration.md)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gesscale", "calibrate", "--backend", "local", "--replicas", "1,2,3",
+        # --no-wan: this test is about the probe ordering what the CPU budgets give; the emulated network's own
+        # effect on the MST is measured by benchmarks/bench_placement.py, and the demo's e2e test runs with it
+        [sys.executable, "-m", "gesscale", "calibrate", "--backend", "local", "--replicas", "1,2,3", "--no-wan",
          "--placements", "near", "--node-cpu", "0.25", "--port-shift", str(SHIFT), "--run-dir",
          str(tmp_path / "tb"), "--out", str(out), *FAST],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)

@@ -78,6 +78,10 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
     assert {k: saved[k] for k in ("produced", "processed", "lost", "duplicated")} == \
         {k: report[k] for k in ("produced", "processed", "lost", "duplicated")}
     assert Path(report["timeline_png"]).stat().st_size > 0
+    # the map's RTTs were really there between the fog nodes and the site, all run long
+    net = report["network"]
+    assert net["emulated"] and net["links"] and net["links_ok"] == len(net["links"]), net["links"]
+    assert net["gaps"] == []  # the delay daemon never had to be restarted
     assert set(report["simulation"]) == {"gesscale", "ideal"}
     assert _leftovers(range(15450, 15450 + opts.nodes)) == []
 

@@ -132,6 +132,9 @@ class LocalBackend(Backend):
         self.settle_timeout_s = settle_timeout_s
         self.warm = warm
         self.wan = wan  # gesscale.testbed.wan.TestbedWan: its health is checked every period
+        self.started_s = time.time()  # t = 0 of the latency map's `changes:` schedule on this run
+        if wan is not None:
+            wan.follow_schedule(self.started_s)
         self._input_end = input_end or self._broker_input_end
         self.log = BatchLog(job)
         self.reconfigurations: list[ReconfigRecord] = []

@@ -95,8 +95,12 @@ class LiveController:
         self.resumed = state is not None
         resumed_model = self.resumed and _state_has_model(self.state_path, self.policy.id)
         self.model_from = "state" if resumed_model else ("file" if initial_model is not None else "")
+        network = None
+        if latency_map.change_times:  # the policy sees the map in force, as the emulation applies it
+            def network(now_s: float) -> LatencyMap:
+                return latency_map.at(max(0.0, now_s + backend.fleet.state.t0 - backend.started_s))
         self.loop = ControlLoop(backend, self.policy, latency_map, config, state_path=self.state_path,
-                                on_step=self._on_step)
+                                on_step=self._on_step, network=network)
         if self.model_from == "file" and self.resumed:
             # The resumed state held no fitted model (a run that never measured): the file's model stands.
             start_from_model(self.policy, initial_model)  # type: ignore[arg-type]

@@ -21,9 +21,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,9 @@ class TestbedWan:
     run_dir: Path
     daemon_pid: int | None = None
     gaps: list[dict[str, float]] = field(default_factory=list)
+    latency_map: Any = None  # the map as written, with its `changes:` (None for an emulation attached to)
+    changes_applied: list[dict[str, Any]] = field(default_factory=list)
+    _schedule_stop: threading.Event | None = None
 
     @property
     def config_path(self) -> Path:
@@ -200,7 +204,7 @@ class TestbedWan:
             groups.close()
             raise UserError(f"no free NFQUEUE number in {QUEUE_BASE}-{QUEUE_BASE + 99}")
         plan = build_wan_plan(rtt, extras, dict(hosts), site, groups.parent_name, f"tb{owner_pid}", queue)
-        wan = cls(plan, groups, site, Path(run_dir))
+        wan = cls(plan, groups, site, Path(run_dir), latency_map=settings.latency_map)
         try:
             wan._write_config()
             wan._start_daemon()
@@ -232,6 +236,50 @@ class TestbedWan:
                                 f"{self.run_dir / 'wan-daemon.log'}")
             time.sleep(0.05)
 
+    def follow(self, t_s: float) -> bool:
+        """Give the links the values of the map in force `t_s` seconds into the run (its `changes:`); True when
+        they changed. The daemon takes the new table on SIGHUP, without a gap."""
+        lmap = self.latency_map
+        if lmap is None or not getattr(lmap, "change_times", None):
+            return False
+        now = lmap.at(t_s)
+        sites = sorted({v for link in self.plan.links.values() for v in (link.src, link.dst)})
+        rtt, extras = link_tables(now, sites)
+        changed = False
+        for link_id, link in list(self.plan.links.items()):
+            jitter, loss = extras.get((link.src, link.dst), (0.0, 0.0))
+            new = replace(link, delay_ms=rtt[(link.src, link.dst)], jitter_ms=jitter, loss_pct=loss)
+            if new != link:
+                self.plan.links[link_id] = new
+                changed = True
+        if changed:
+            self._write_config()
+            for pid in daemon_pids(self.plan.tag):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGHUP)
+            self.changes_applied.append({"t_s": round(t_s, 1), "at": time.time()})
+            log.info("WAN emulation: the map's values at t=%.0f s applied", t_s)
+        return changed
+
+    def follow_schedule(self, t0_wall: float) -> None:
+        """Apply each of the map's `changes:` at its time, counted from `t0_wall` (a thread; a later call starts
+        the schedule again from its own t0, so the run's last word on when it started wins)."""
+        if self._schedule_stop is not None:
+            self._schedule_stop.set()
+        times = list(getattr(self.latency_map, "change_times", None) or [])
+        if not times:
+            return
+        stop = self._schedule_stop = threading.Event()
+
+        def run() -> None:
+            self.follow(max(0.0, time.time() - t0_wall))  # a change at t=0, or a run started late
+            for t in times:
+                if stop.wait(max(0.0, t0_wall + t - time.time())):
+                    return
+                self.follow(t)
+
+        threading.Thread(target=run, name="gesscale-wan-schedule", daemon=True).start()
+
     def health(self) -> str | None:
         """None while the emulation works; else what is wrong (daemon gone, queue unbound)."""
         if self.daemon_pid is None or not _alive(self.daemon_pid) or not daemon_pids(self.plan.tag):
@@ -254,6 +302,8 @@ class TestbedWan:
 
     def stop(self) -> None:
         """Rules, then daemon, then groups; safe to call twice."""
+        if self._schedule_stop is not None:
+            self._schedule_stop.set()
         _remove_chain(self.plan.chain)
         for pid in daemon_pids(self.plan.tag):
             with contextlib.suppress(ProcessLookupError):
@@ -278,6 +328,7 @@ class TestbedWan:
         """What is emulated, for reports and the state file."""
         return {"site": self.site, "queue": self.plan.queue, "chain": self.plan.chain, "tag": self.plan.tag,
                 "groups": str(self.groups.parent), "daemon_pid": self.daemon_pid, "gaps": self.gaps,
+                "changes_applied": self.changes_applied,
                 "links": [{"src": v.src, "dst": v.dst, "rtt_ms": v.delay_ms, "jitter_ms": v.jitter_ms,
                            "loss_pct": v.loss_pct} for v in self.plan.links.values()]}
 

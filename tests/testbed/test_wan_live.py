@@ -68,7 +68,7 @@ def test_stop_removes_only_its_own_rules(tmp_path: Path) -> None:
     try:
         w = TestbedWan.start(WanSettings(MAP, "fog3"), HOSTS, os.getpid(), tmp_path)
         w.stop()
-        assert "not-gesscale" in _mangle() and "gesscale-netem" not in _mangle()
+        assert "not-gesscale" in _mangle() and f"gesscale-netem:{w.plan.tag}" not in _mangle()
     finally:
         subprocess.run(["iptables", "-w", "5", "-t", "mangle", "-D", *foreign], check=True)
 
@@ -92,3 +92,23 @@ def test_the_leftovers_of_a_killed_testbed_are_swept_by_the_next(tmp_path: Path)
     assert chain in removed and chain not in _mangle() and not daemon_pids(tag)
     assert int(queue) not in bound_queues()
     assert any(r.endswith(f"gesscale-testbed-{owner.pid}") for r in removed), removed  # its network groups
+
+
+def test_the_maps_changes_are_applied_at_their_time(tmp_path: Path) -> None:
+    moving = latency_map_from_dict({"nodes": ["fog1", "fog2", "fog3"], "default_rtt_ms": 10.0,
+                                    "changes": [{"t_s": 0.5, "pair": ["fog1", "fog2"], "rtt_ms": 40.0}]}, "moving")
+    w = TestbedWan.start(WanSettings(moving, "fog3"), HOSTS, os.getpid(), tmp_path)
+    try:
+        link = [x for x in w.describe()["links"] if (x["src"], x["dst"]) == ("fog1", "fog2")]
+        before = measure_links(link, HOSTS, w.groups.parent, w.site, count=10)[0]
+        w.follow_schedule(time.time())
+        deadline = time.monotonic() + 10
+        while not w.changes_applied and time.monotonic() < deadline:
+            time.sleep(0.05)
+        link = [x for x in w.describe()["links"] if (x["src"], x["dst"]) == ("fog1", "fog2")]
+        after = measure_links(link, HOSTS, w.groups.parent, w.site, count=10)[0]
+    finally:
+        w.stop()
+    assert before.ok and before.configured_ms == 10.0
+    assert after.ok and after.configured_ms == 40.0 and w.changes_applied[0]["t_s"] == 0.5
+    assert w.health() is not None  # stopped: the daemon is gone

@@ -62,6 +62,8 @@ def test_userspace_engine_over_ssh_delays_as_the_map_and_is_watched(fleet, commo
     code = main(["netem", "measure", *common[:4], "--count", "8", "--tolerance-ms", "3", "--json", str(report),
                  "--png", str(tmp_path / "fleet.png")])
     text = capsys.readouterr().out
+    with capsys.disabled():
+        print(text)  # the measured table, shown with pytest -s
     assert code == 0, text
     doc = json.loads(report.read_text())
     assert doc["ok"] and len(doc["pairs"]) == 6 and doc["engine"] == "userspace"

@@ -1,7 +1,9 @@
 """The `gesscale` command line.
 
 Each module `gesscale/cli/cmd_*.py` adds its commands through `register(app)`, so command groups are
-independent files. `main()` turns a `UserError` into one line on stderr and exit code 2.
+independent files. `main()` is the one error path: a `UserError` or any usage error (unknown command or option,
+missing option, bad value, missing file) is one line on stderr and exit code 2, never a traceback; a bare group
+command (`gesscale`, `gesscale netem`) prints its help on stderr and exits 2, like any other incomplete command.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import importlib
 import pkgutil
 import sys
 
-import click
 import typer
 
 from gesscale.errors import UserError
@@ -46,23 +47,51 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _click_classes() -> tuple[type[Exception], type[BaseException], type[BaseException]]:
+    """ClickException, Exit and Abort as the installed typer raises them.
+
+    typer >= 0.20-ish carries its own copy of click (`typer._click`) whose classes are not those of the `click`
+    package, so they are found from typer's public classes rather than imported from `click`.
+    """
+    click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return click_exception, typer.Exit, typer.Abort
+
+
+_CLICK_EXCEPTION, _EXIT, _ABORT = _click_classes()
+
+
+def _usage_error_line(err: Exception) -> str:
+    """One line for a click usage error: the message (its newlines folded) and where to find help."""
+    message = " ".join(str(err.format_message()).split())  # type: ignore[attr-defined]
+    ctx = getattr(err, "ctx", None)
+    where = ctx.command_path if ctx is not None else "gesscale"
+    return f"gesscale: error: {message} (see '{where} --help')"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end as one line on stderr with exit code 2, never a traceback."""
     try:
         # Without standalone mode click returns the code of a `typer.Exit` instead of raising it.
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="gesscale", standalone_mode=False)
     except UserError as err:
         print(f"gesscale: error: {err}", file=sys.stderr)
         return err.exit_code
-    except click.exceptions.Exit as ex:
-        return ex.exit_code
-    except click.ClickException as err:
-        err.show()
-        return err.exit_code
-    except click.exceptions.Abort:
-        print("gesscale: interrupted", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
+    except _EXIT as ex:
+        return int(ex.exit_code)  # type: ignore[attr-defined]
+    except _CLICK_EXCEPTION as err:
+        if type(err).__name__ == "NoArgsIsHelpError":
+            # A bare group (`gesscale netem`): its help (rich help is printed on stdout while the error is made,
+            # plain click's is the message), then the error line; exit 2 as for any other incomplete command.
+            help_text = str(err.format_message()).strip()  # type: ignore[attr-defined]
+            if help_text:
+                print(help_text, file=sys.stderr)
+            ctx = getattr(err, "ctx", None)
+            where = ctx.command_path if ctx is not None else "gesscale"
+            print(f"gesscale: error: missing command (see '{where} --help')", file=sys.stderr)
+        else:
+            print(_usage_error_line(err), file=sys.stderr)
+        return 2
+    except (_ABORT, KeyboardInterrupt):
         print("gesscale: interrupted", file=sys.stderr)
         return 130
     return code if isinstance(code, int) else 0

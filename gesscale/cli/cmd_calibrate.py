@@ -90,8 +90,8 @@ def register(app: typer.Typer) -> None:
                                                "this once a rate failed (default: sim 0.01, local 0.15)."),
         max_steps: int | None = typer.Option(None, "--max-steps", help="Most rates tried per configuration "
                                              "(default: sim 20, local 3)."),
-        latency_map: Path | None = typer.Option(None, "--latency-map", help="local: latency map naming the fog "
-                                                "nodes (default: inventory/latency/fog9.yaml)."),
+        latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="local: latency map "
+                                                "naming the fog nodes (default: inventory/latency/fog9.yaml)."),
         node_cpu: float = typer.Option(0.25, "--node-cpu", help="local: CPU budget of each fog node (cores)."),
         max_rows_per_batch: int = typer.Option(2000, "--max-rows-per-batch", help="local: the job's admission "
                                                "control (records per micro-batch); the model holds for this."),

@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
         simulated_only: bool = typer.Option(False, "--simulated-only", help="Skip the live run: only the simulated "
                                             "paper comparison (scenarios/pi10-taxi.yaml)."),
         seeds: int = typer.Option(3, "--seeds", min=1, help="--simulated-only: seeds per policy (medians)."),
-        scenario: Path = typer.Option(ROOT / "scenarios" / "pi10-taxi.yaml", "--scenario",
+        scenario: Path = typer.Option(ROOT / "scenarios" / "pi10-taxi.yaml", "--scenario", exists=True,
                                       help="--simulated-only: scenario to run."),
         wan: bool = wan_option(_D.wan),
         site: str | None = site_option(),

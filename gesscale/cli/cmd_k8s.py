@@ -110,7 +110,7 @@ def run(
     server: str = typer.Option(None, "--server", help="API server URL (default: kubeconfig or in-cluster)."),
     kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig file (default: in-cluster, ~/.kube)."),
     context: str = typer.Option(None, "--context", help="Kubeconfig context."),
-    latency_map: Path = typer.Option(None, "--latency-map",
+    latency_map: Path = typer.Option(None, "--latency-map", exists=True,
                                      help="Latency map YAML; default: the nodes' gesscale.io/rtt-ms annotations."),
     policy: str = typer.Option("gesscale", "--policy", help="Policy id (see `gesscale simulate -p help`)."),
     strategy: str = typer.Option(

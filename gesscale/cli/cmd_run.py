@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         bootstrap: str | None = typer.Option(None, "--bootstrap", help="Kafka to read from for a new testbed "
                                              "[default: start the embedded broker on 127.0.0.1:15092]."),
         input_topic: str = typer.Option("rides", "--input", help="Input topic of the job (new testbed)."),
-        latency_map: Path | None = typer.Option(None, "--latency-map", help="Latency map naming the nodes "
+        latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="Latency map naming the nodes "
                                                 "[default: inventory/latency/fog9.yaml]."),
         state: Path | None = typer.Option(None, "--state", help="Controller state file (model, last change); a "
                                           "restarted controller resumes from it [default: <testbed>/controller.json]."),

@@ -21,14 +21,29 @@ def print_policy_list(console: Console) -> None:
         console.print(f"  [cyan]{pid:<18}[/cyan] {summary}")
 
 
+def _policies_help(value: str) -> str:
+    """`--policies help`: list the policies and exit 0 before the other options are checked.
+
+    The option is eager so that the listing the docs point to needs no --scenario.
+    """
+    if value.strip() == "help":
+        out = Console(width=None if Console().is_terminal else 180)
+        out.print("Policies:")
+        print_policy_list(out)
+        raise typer.Exit(0)
+    return value
+
+
 def register(app: typer.Typer) -> None:
     """Add the `simulate` command."""
 
     @app.command("simulate")
     def simulate(
-        scenario: Path = typer.Option(..., "--scenario", "-s", help="Scenario YAML (see scenarios/ and DESIGN §4)."),
+        scenario: Path = typer.Option(
+            ..., "--scenario", "-s", exists=True, help="Scenario YAML (see scenarios/ and DESIGN §4)."
+        ),
         policies: str = typer.Option(
-            DEFAULT_POLICIES, "--policies", "-p",
+            DEFAULT_POLICIES, "--policies", "-p", is_eager=True, callback=_policies_help,
             help="Comma-separated policy ids, 'all', or 'help' to list them.",
         ),
         seeds: int = typer.Option(1, "--seeds", "-n", min=1, help="Runs per policy (seeds scenario.seed, +1, ...)."),
@@ -37,7 +52,8 @@ def register(app: typer.Typer) -> None:
             None, "--plot", help="Folder for one Figure-7-style PNG per policy (first seed)."
         ),
         model: Path | None = typer.Option(
-            None, "--model", help="Starting performance model (from `gesscale calibrate`) for model-based policies."
+            None, "--model", exists=True,
+            help="Starting performance model (from `gesscale calibrate`) for model-based policies.",
         ),
     ) -> None:
         """Simulate autoscaling policies on a scenario and print the metrics table (medians over seeds).
@@ -53,10 +69,6 @@ def register(app: typer.Typer) -> None:
 
         out = Console(width=None if Console().is_terminal else 180)
         err = Console(stderr=True)
-        if policies.strip() == "help":
-            out.print("Policies:")
-            print_policy_list(out)
-            return
         ids = parse_policy_list(policies)
         sc = load_scenario(scenario)
         extra: dict[str, object] = {}

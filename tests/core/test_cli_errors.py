@@ -1,0 +1,137 @@
+"""One error path for the whole CLI: every command and subcommand, discovered from the typer app (so a new
+command is walked without editing this file), given bad input exits 2 with one line on stderr naming the
+problem and no traceback, before its body runs (no broker, Spark or SSH is started).
+
+Cases: an unknown option (every command and group), an unknown subcommand and a bare group (every group), a
+missing required option (commands that have one), a wrong type (every int/float option) and a missing file
+(every path option declared `exists=True`). The commands' bodies are replaced by a function that fails the
+test, so a case that got past validation cannot start anything.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import typer.main
+
+from gesscale.cli import app, main
+
+MISSING = "/nonexistent/gesscale-walk/missing.yaml"
+
+
+def _tree() -> Any:
+    """The click command tree typer builds from the app."""
+    return typer.main.get_command(app)
+
+
+def _walk(cmd: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(argv prefix, click command) of the root, every group and every command, depth first."""
+    yield path, cmd
+    for name, sub in sorted((getattr(cmd, "commands", None) or {}).items()):
+        yield from _walk(sub, (*path, name))
+
+
+def _is_group(cmd: Any) -> bool:
+    return getattr(cmd, "commands", None) is not None
+
+
+def _python_type(cmd: Any, param: Any) -> tuple[type | None, Any]:
+    """The Python annotation of a parameter (Optional unwrapped) and its typer OptionInfo/ArgumentInfo."""
+    fn = inspect.unwrap(cmd.callback)
+    hints = typing.get_type_hints(fn)
+    annotation = hints.get(param.name)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0] if len(args) == 1 else None
+    info = inspect.signature(fn).parameters[param.name].default
+    return annotation if isinstance(annotation, type) else None, info
+
+
+def _arg(param: Any, value: str) -> list[str]:
+    """How to give `value` to a parameter: after its option name, or alone for an argument."""
+    return [param.opts[0], value] if param.param_type_name == "option" else [value]
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for path, cmd in _walk(_tree()):
+        name = " ".join(path) or "gesscale"
+        cases.append(pytest.param([*path, "--no-such-option"], ["--no-such-option"], id=f"{name}: unknown option"))
+        if _is_group(cmd):
+            cases.append(pytest.param([*path, "no-such-command"], ["no-such-command"],
+                                      id=f"{name}: unknown command"))
+            cases.append(pytest.param(list(path), ["missing command"], id=f"{name}: bare group"))
+            continue
+        required = [p for p in cmd.params if p.required]
+        if required:
+            cases.append(pytest.param(list(path), ["Missing", *required[0].opts],
+                                      id=f"{name}: missing {required[0].opts[0]}"))
+        for param in cmd.params:
+            annotation, info = _python_type(cmd, param)
+            if annotation in (int, float):
+                cases.append(pytest.param([*path, *_arg(param, "not-a-number")], param.opts[:1],
+                                          id=f"{name}: {param.opts[0]} not-a-number"))
+            elif annotation is not None and issubclass(annotation, Path) and getattr(info, "exists", False):
+                cases.append(pytest.param([*path, *_arg(param, MISSING)], [MISSING],
+                                          id=f"{name}: {param.opts[0]} missing file"))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.fixture
+def bodies_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command's body replaced by one that fails the test: bad input must stop before it."""
+    tree = _tree()
+    for path, cmd in _walk(tree):
+        if not _is_group(cmd):
+            def refuse(*_args: Any, _name: str = " ".join(path), **_kwargs: Any) -> None:
+                raise AssertionError(f"`gesscale {_name}` ran its body on bad input")
+
+            monkeypatch.setattr(cmd, "callback", refuse)
+    monkeypatch.setattr(typer.main, "get_command", lambda _app: tree)
+
+
+@pytest.mark.parametrize(("argv", "names"), CASES)
+@pytest.mark.usefixtures("bodies_refused")
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], names: list[str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert code == 2, (code, err)
+    lines = err.strip().splitlines()
+    assert lines and lines[-1].startswith("gesscale: error: "), err
+    if names != ["missing command"]:  # a bare group prints its help first
+        assert len(lines) == 1, err
+    assert any(n in lines[-1] for n in names), (names, err)
+
+
+def test_the_walk_reaches_every_command() -> None:
+    """The walk sees nested commands, and every kind of case exists (a walk that found nothing would pass)."""
+    commands = {" ".join(p) for p, c in _walk(_tree()) if not _is_group(c)}
+    assert {"simulate", "netem plan", "broker up", "job run"} <= commands
+    ids = " ".join(c.id for c in CASES)
+    for kind in ("unknown option", "unknown command", "bare group", "missing --", "not-a-number", "missing file"):
+        assert kind in ids, kind
+
+
+@pytest.mark.usefixtures("bodies_refused")
+def test_a_command_that_passes_validation_reaches_the_guard() -> None:
+    """The guard is in the tree `main` runs: a valid command gets to its (replaced) body."""
+    with pytest.raises(AssertionError, match="gesscale version"):
+        main(["version"])
+
+
+def test_help_and_a_good_command_still_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert main(["version"]) == 0
+    assert "Traceback" not in "".join(capsys.readouterr())

@@ -256,6 +256,11 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         backlog_left = steps[-1].observation.backlog if steps else None
         if tb.wan is not None:
             network["gaps"] = list(tb.wan.gaps)  # daemon restarts during the run (none expected)
+            network["changes_applied"] = list(tb.wan.changes_applied)
+            cpu = tb.wan.daemon_cpu_s()
+            if cpu is not None and not tb.wan.gaps:  # since the testbed came up (a restart would reset it)
+                network["daemon_cpu_s"] = round(cpu, 2)
+                network["daemon_cpu_pct_of_a_core"] = round(100 * cpu / (time.monotonic() - t_start), 2)
     finally:
         if producer is not None:
             producer.stop()

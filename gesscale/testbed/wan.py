@@ -280,6 +280,17 @@ class TestbedWan:
 
         threading.Thread(target=run, name="gesscale-wan-schedule", daemon=True).start()
 
+    def daemon_cpu_s(self) -> float | None:
+        """CPU seconds the running delay daemon has used (user + system), None when it is not running."""
+        pids = daemon_pids(self.plan.tag)
+        if not pids:
+            return None
+        try:
+            fields = Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def health(self) -> str | None:
         """None while the emulation works; else what is wrong (daemon gone, queue unbound)."""
         if self.daemon_pid is None or not _alive(self.daemon_pid) or not daemon_pids(self.plan.tag):

@@ -3,12 +3,15 @@
 Each module `gesscale/cli/cmd_*.py` adds its commands through `register(app)`, so command groups are
 independent files. `main()` is the one error path: a `UserError` or any usage error (unknown command or option,
 missing option, bad value, missing file) is one line on stderr and exit code 2, never a traceback; a bare group
-command (`gesscale`, `gesscale netem`) prints its help on stderr and exits 2, like any other incomplete command.
+command (`gesscale`, `gesscale netem`) prints its help and exits 2, like any other incomplete command; a file
+system error on a path (an unwritable output folder) is one line naming the path, exit 2.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -68,6 +71,20 @@ def _usage_error_line(err: Exception) -> str:
     return f"gesscale: error: {message} (see '{where} --help')"
 
 
+# A file system error on a path (an output folder that cannot be created, a read-only or unwritable location) is the
+# user's to fix wherever in a command it happens: one line naming the path. GESSCALE_TRACEBACK=1 keeps the traceback.
+_PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                errno.ENOSPC}
+
+
+def _path_error_line(err: OSError) -> str | None:
+    """One line for an OSError about a path the user chose, or None when it is something else (a bug)."""
+    if err.filename is None or err.errno not in _PATH_ERRNOS or os.environ.get("GESSCALE_TRACEBACK"):
+        return None
+    names = f"{err.filename}" + (f" -> {err.filename2}" if err.filename2 is not None else "")
+    return f"gesscale: error: {names}: {err.strerror}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end as one line on stderr with exit code 2, never a traceback."""
     try:
@@ -90,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gesscale: error: missing command (see '{where} --help')", file=sys.stderr)
         else:
             print(_usage_error_line(err), file=sys.stderr)
+        return 2
+    except OSError as err:
+        line = _path_error_line(err)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
     except (_ABORT, KeyboardInterrupt):
         print("gesscale: interrupted", file=sys.stderr)

@@ -135,3 +135,25 @@ def test_help_and_a_good_command_still_exit_0(capsys: pytest.CaptureFixture[str]
     assert main(["--help"]) == 0
     assert main(["version"]) == 0
     assert "Traceback" not in "".join(capsys.readouterr())
+
+
+@pytest.mark.parametrize("traceback_wanted", [False, True])
+def test_an_unwritable_output_path_is_one_line(traceback_wanted: bool, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`simulate --plot` into a folder that cannot be created (under /proc): one line naming it, exit 2; with
+    GESSCALE_TRACEBACK=1 the error keeps its traceback."""
+    (tmp_path / "map.yaml").write_text("nodes: [a, b]\nrtt_ms:\n  a: {b: 10}\n")
+    (tmp_path / "s.yaml").write_text("name: t\ncontrol_period_s: 60\ncluster:\n  latency_map: map.yaml\n"
+                                     "operator:\n  alpha: 60\nworkload:\n  kind: steps\n  levels: [50]\n"
+                                     "  step_s: 600\n")
+    argv = ["simulate", "-s", str(tmp_path / "s.yaml"), "-p", "ideal", "--plot", "/proc/gesscale-no/plots"]
+    if traceback_wanted:
+        monkeypatch.setenv("GESSCALE_TRACEBACK", "1")
+        with pytest.raises(FileNotFoundError):
+            main(argv)
+        return
+    monkeypatch.delenv("GESSCALE_TRACEBACK", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gesscale: error: /proc/gesscale-no: No such file or directory"]

@@ -1,7 +1,7 @@
 """The latency map, really applied between the testbed's fog nodes and the site of its broker and driver.
 
 `TestbedWan.start` makes the per-node network groups (gesscale.testbed.netgroups), starts the userspace delay
-daemon (netem.delayd) on a free NFQUEUE, and installs the tagged rules of `gesscale.testbed.wan_plan`; `stop`
+daemon (netem.userspace) on a free NFQUEUE, and installs the tagged rules of `gesscale.testbed.wan_plan`; `stop`
 removes the rules first (so no packet waits for a queue nobody reads), then the daemon and the groups. A testbed
 killed with `kill -9` leaves its chain, daemon and groups behind: `sweep_stale` (run by the next testbed) removes
 those of owners that are gone, and nothing else (a chain is ours by its name and comment, a daemon by its tag).
@@ -32,6 +32,7 @@ from gesscale.errors import UserError
 from gesscale.testbed.cgroups import sweep_stale as sweep_stale_groups
 from gesscale.testbed.netgroups import NetGroups, unified_root
 from gesscale.testbed.wan_plan import MARK_MASK, MARK_SHIFT, WanPlan, build_wan_plan, chain_name, choose_site
+from netem.userspace import launch
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +95,7 @@ def _split_rule(line: str) -> list[str]:
 
 def daemon_pids(tag: str) -> list[int]:
     """Delay daemons started for `tag` (found by their command line, so a recycled PID is never signalled)."""
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"netem.delayd" in b" ".join(argv) and f"gesscale-netem:{tag}".encode() in argv:
-            out.append(int(proc.name))
-    return out
+    return launch.daemon_pids(f"gesscale-netem:{tag}")
 
 
 def sweep_stale() -> list[str]:
@@ -121,7 +112,7 @@ def sweep_stale() -> list[str]:
         with contextlib.suppress(OSError):
             argv = (proc / "cmdline").read_bytes().split(b"\0")
             tags = [a.decode() for a in argv if a.startswith(b"gesscale-netem:tb")]
-            if b"netem.delayd" in b" ".join(argv) and tags:
+            if launch.MODULE.encode() in argv and tags:
                 owner = tags[0].removeprefix("gesscale-netem:tb")
                 if owner.isdigit() and not _alive(int(owner)):
                     os.kill(int(proc.name), signal.SIGKILL)
@@ -224,7 +215,7 @@ class TestbedWan:
 
     def _start_daemon(self, timeout_s: float = 10.0) -> None:
         logf = (self.run_dir / "wan-daemon.log").open("ab")
-        argv = ["-m", "netem.delayd", "--config", str(self.config_path), "--tag", f"gesscale-netem:{self.plan.tag}"]
+        argv = launch.daemon_argv(self.config_path, f"gesscale-netem:{self.plan.tag}")
         proc = subprocess.Popen([sys.executable, *argv], stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         logf.close()

@@ -36,10 +36,11 @@ class ReleaseModel:
             delay = max(0.0, delay + rng.uniform(-link.jitter_ms, link.jitter_ms))
         at = now + delay / 1000.0
         if not self.reorder:
-            last = self._last.get(flow)
+            key = link.link_id.to_bytes(4, "big") + flow  # on the testbed two links can share the addresses
+            last = self._last.get(key)
             if last is not None and last > at:
                 at = last
-            self._last[flow] = at
+            self._last[key] = at
         return at
 
     def forget_before(self, now: float) -> None:

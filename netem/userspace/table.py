@@ -64,10 +64,13 @@ class LinkTable:
 
 
 def flow_key(header: bytes) -> bytes:
-    """What identifies a packet's flow: protocol, addresses and, for TCP/UDP, the two ports."""
+    """What identifies a packet's flow: protocol, addresses and, for TCP/UDP, the two ports, for ICMP the echo
+    identifier (one per ping process: on the testbed, pings from several nodes share the addresses)."""
     ihl = (header[0] & 0x0F) * 4
     if header[9] in (6, 17) and len(header) >= ihl + 4:
         return header[9:10] + header[12:20] + header[ihl : ihl + 4]
+    if header[9] == 1 and len(header) >= ihl + 6:
+        return header[9:10] + header[12:20] + header[ihl + 4 : ihl + 6]
     return header[9:10] + header[12:20]
 
 

@@ -130,6 +130,30 @@ def start_daemon(config: Path, label: str, queue: int) -> int:
     return proc.pid
 
 
+def _reloads(config: Path) -> tuple[int, str | None]:
+    try:
+        stats = json.loads(stats_file(config).read_text())
+    except (OSError, ValueError):
+        return -1, None
+    return int(stats.get("reloads", 0)), stats.get("reload_error")
+
+
+def reload_daemon(config: Path, pids: list[int], timeout_s: float = 5.0) -> None:
+    """SIGHUP the daemon and wait until its counters show the new table in force (or refused: AgentError)."""
+    before = _reloads(config)[0]
+    for pid in pids:
+        os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        count, error = _reloads(config)
+        if error:
+            raise AgentError(f"the delay daemon refused the new link table: {error}")
+        if count > before:
+            return
+        time.sleep(0.02)
+    raise AgentError(f"the delay daemon did not confirm the new link table within {timeout_s:g} s")
+
+
 def apply(spec: dict[str, Any]) -> dict[str, Any]:
     """See the module docstring; returns {"changed", "daemon", "pid"}."""
     label = _check_label(str(spec["label"]))
@@ -150,8 +174,7 @@ def apply(spec: dict[str, Any]) -> dict[str, Any]:
     if running and queue in bound_queues() and old_table is not None and json.loads(old_table)["queue"] == queue:
         daemon = "unchanged" if old_table == new_table else "reloaded"
         if daemon == "reloaded":
-            for pid in running:
-                os.kill(pid, signal.SIGHUP)
+            reload_daemon(config, running)
         pid = running[0]
     else:
         stop_daemons(label)

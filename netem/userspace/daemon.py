@@ -4,7 +4,7 @@ Threads: fnfqueue's reader receives packets; `_receive` (a thread of ours) class
 `ReleaseModel` when to release it and pushes it on a heap; `_release` pops what is due and gives the ACCEPT
 verdict (or DROP for a lost packet, at once). The main thread only handles signals and writes the counters:
 SIGHUP re-reads the link table (new delays apply to packets that arrive afterwards; a table with errors is
-refused and the old one kept), SIGTERM/SIGINT release every held packet and exit.
+refused and the old one kept; the counters file says which, at once), SIGTERM/SIGINT release every held packet and exit.
 """
 
 from __future__ import annotations
@@ -167,27 +167,32 @@ class DelayDaemon:
 
     def run(self) -> None:
         """Bind, serve until SIGTERM/SIGINT, release what is held, exit."""
+        # Signals go to the main thread only: the threads made below (fnfqueue's reader, ours) inherit this mask,
+        # so a SIGHUP can never interrupt their system calls (fnfqueue's reader gives up on EINTR).
+        handled = {signal.SIGHUP, signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, handled)
         self._conn = self._bind()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, NICE)  # root only; otherwise the default priority
-        reload_wanted = threading.Event()
-        signal.signal(signal.SIGHUP, lambda *_: reload_wanted.set())
+        def on_hup(*_: object) -> None:  # runs in the main thread at once, also while it waits below
+            self.reload()
+            self._write_stats()  # how the sender of SIGHUP learns that the new table is in force
+
+        signal.signal(signal.SIGHUP, on_hup)
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         workers = [threading.Thread(target=self._receive, name="receive", daemon=True),
                    threading.Thread(target=self._release, name="release", daemon=True)]  # fmt: skip
         for w in workers:
             w.start()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
         pidf = pid_file(self.config)
         pidf.write_text(f"{os.getpid()}\n")
         self._write_stats()
         log.info("bound NFQUEUE %d with %d links", self.table.queue, len(self.table.links))
         try:
             while not self._stop.wait(STATS_PERIOD_S):
-                if reload_wanted.is_set():
-                    reload_wanted.clear()
-                    self.reload()
                 self._write_stats()
                 if not workers[0].is_alive():
                     log.error("the receiving thread ended; stopping")

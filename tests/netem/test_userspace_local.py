@@ -102,7 +102,9 @@ def test_cli_applies_measures_follows_the_schedule_and_clears_only_its_tag(tmp_p
     assert main(["netem", "apply", *common, "--tag", TAG, "--at", "60"]) == 0
     assert "daemon reloaded" in capsys.readouterr().out
     assert daemon_pids(f"gesscale-netem:{TAG}:la") == pid
-    assert main(["netem", "measure", *common, "--at", "60", "--count", "5", "--tolerance-ms", "3"]) == 0
+    code = main(["netem", "measure", *common, "--at", "60", "--count", "5", "--tolerance-ms", "3"])
+    text = capsys.readouterr().out
+    assert code == 0, text
     assert abs(_median(_rtt("la", "lb")[1]) - 8) <= 3
 
     for rule in FOREIGN:

@@ -4,6 +4,7 @@ engine choice, and the kernel plan's link properties."""
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 import pytest
 
@@ -159,3 +160,19 @@ def test_daemon_argv_carries_the_label_as_one_argument():
     assert argv[:2] == ["-m", "netem.userspace"] and "gesscale-netem:lab:a" in argv
     with pytest.raises(ValueError):
         daemon_argv("/x", "lab a")
+
+
+def test_cli_refuses_a_kernel_engine_on_local_hosts_and_a_testbed_tag_before_touching_anything(tmp_path, capsys):
+    from gesscale.cli import main
+
+    inv, lmap = tmp_path / "hosts.yml", tmp_path / "map.yaml"
+    inv.write_text("all:\n  hosts:\n    a: {ansible_host: 127.0.0.51, ansible_connection: local}\n"
+                   "    b: {ansible_host: 127.0.0.52, ansible_connection: local}\n")
+    lmap.write_text("nodes: {a: {}, b: {}}\nrtt_ms: {a: {b: 10}}\n")
+    for extra, message in [(["--engine", "kernel"], "share loopback"), (["--tag", "tb12"], "local testbed"),
+                           (["--engine", "fast"], "--engine must be one of")]:
+        assert main(["netem", "apply", "-i", str(inv), "-m", str(lmap), *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert "gesscale-netem:" not in subprocess.run(["iptables", "-t", "mangle", "-S", "OUTPUT"], capture_output=True,
+                                                   text=True).stdout.replace("gesscale-netem:tb", "")

@@ -300,18 +300,19 @@ def warm_up(bootstrap: str, topic: str, count: int) -> None:
 def measure_network(tb: Any, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """Ping every emulated link from inside its source's group: configured against measured, JSON and PNG."""
     from gesscale.report import write_json
-    from gesscale.testbed.wan_measure import measure_links, plot_links
+    from gesscale.testbed.wan_measure import measure_links
+    from netem.validate import plot_validation
 
-    desc = tb.wan.describe()
     hosts = {n: tb.fleet.host_of(n) for n in tb.fleet.names}
-    measures = measure_links(desc["links"], hosts, tb.wan.groups.parent, tb.wan.site)
-    bad = [m for m in measures if not m.ok]
-    png = plot_links(measures, out / "network.png", f"emulated links: site {tb.wan.site}, {len(measures)} links")
-    doc = {"emulated": True, "engine": "userspace", "site": tb.wan.site, "links_ok": len(measures) - len(bad),
-           "links": [m.to_dict() for m in measures], "png": str(png)}
+    check = measure_links(tb.wan.latency_map, tb.wan.describe()["links"], hosts, tb.wan.groups.parent, tb.wan.site)
+    bad = [p for p in check.pairs if not p.ok]
+    png = out / "network.png"
+    plot_validation(check, png)
+    doc = {"emulated": True, "engine": "userspace", "site": tb.wan.site, **check.to_dict(),
+           "links_ok": len(check.pairs) - len(bad), "png": str(png)}
     write_json(out / "network.json", doc)
-    say(f"network: {len(measures) - len(bad)} of {len(measures)} links within tolerance"
-        + (f"; outside: {', '.join(f'{m.src}->{m.dst} {m.median_ms} ms for {m.configured_ms:g}' for m in bad)}"
+    say(f"network: {len(check.pairs) - len(bad)} of {len(check.pairs)} links within tolerance (site {tb.wan.site})"
+        + (f"; outside: {', '.join(f'{p.src}->{p.dst} {p.median_ms} ms for {p.rtt_ms:g}' for p in bad)}"
            if bad else ""))
     return doc
 

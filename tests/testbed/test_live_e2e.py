@@ -80,7 +80,7 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
     assert Path(report["timeline_png"]).stat().st_size > 0
     # the map's RTTs were really there between the fog nodes and the site, all run long
     net = report["network"]
-    assert net["emulated"] and net["links"] and net["links_ok"] == len(net["links"]), net["links"]
+    assert net["emulated"] and net["pairs"] and net["ok"] and net["links_ok"] == len(net["pairs"]), net["pairs"]
     assert net["gaps"] == []  # the delay daemon never had to be restarted
     assert set(report["simulation"]) == {"gesscale", "ideal"}
     assert _leftovers(range(15450, 15450 + opts.nodes)) == []

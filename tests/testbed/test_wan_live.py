@@ -37,7 +37,7 @@ def wan(tmp_path: Path):  # noqa: ANN201
 
 
 def test_every_link_delays_by_its_rtt(wan: TestbedWan) -> None:
-    measures = measure_links(wan.describe()["links"], HOSTS, wan.groups.parent, wan.site)
+    measures = measure_links(MAP, wan.describe()["links"], HOSTS, wan.groups.parent, wan.site).pairs
     assert {(m.src, m.dst) for m in measures} == {("fog1", "fog2"), ("fog2", "fog1"), ("fog1", "fog3"),
                                                   ("fog3", "fog1"), ("fog2", "fog3"), ("fog3", "fog2")}
     bad = [m for m in measures if not m.ok]
@@ -58,8 +58,8 @@ def test_a_dead_daemon_is_detected_and_restarted(wan: TestbedWan) -> None:
     assert wan.health() is not None  # a stopped daemon must never pass as emulated
     wan.restart("killed by the test")
     assert wan.health() is None and wan.gaps and wan.gaps[0]["reason"] == "killed by the test"
-    measures = measure_links(wan.describe()["links"], HOSTS, wan.groups.parent, wan.site, count=10)
-    assert all(m.ok for m in measures), measures
+    check = measure_links(MAP, wan.describe()["links"], HOSTS, wan.groups.parent, wan.site, count=10)
+    assert check.ok, check.pairs
 
 
 def test_stop_removes_only_its_own_rules(tmp_path: Path) -> None:
@@ -100,15 +100,15 @@ def test_the_maps_changes_are_applied_at_their_time(tmp_path: Path) -> None:
     w = TestbedWan.start(WanSettings(moving, "fog3"), HOSTS, os.getpid(), tmp_path)
     try:
         link = [x for x in w.describe()["links"] if (x["src"], x["dst"]) == ("fog1", "fog2")]
-        before = measure_links(link, HOSTS, w.groups.parent, w.site, count=10)[0]
+        before = measure_links(moving.at(0), link, HOSTS, w.groups.parent, w.site, count=10).pairs[0]
         w.follow_schedule(time.time())
         deadline = time.monotonic() + 10
         while not w.changes_applied and time.monotonic() < deadline:
             time.sleep(0.05)
         link = [x for x in w.describe()["links"] if (x["src"], x["dst"]) == ("fog1", "fog2")]
-        after = measure_links(link, HOSTS, w.groups.parent, w.site, count=10)[0]
+        after = measure_links(moving.at(1), link, HOSTS, w.groups.parent, w.site, count=10).pairs[0]
     finally:
         w.stop()
-    assert before.ok and before.configured_ms == 10.0
-    assert after.ok and after.configured_ms == 40.0 and w.changes_applied[0]["t_s"] == 0.5
+    assert before.ok and before.rtt_ms == 10.0
+    assert after.ok and after.rtt_ms == 40.0 and w.changes_applied[0]["t_s"] == 0.5
     assert w.health() is not None  # stopped: the daemon is gone

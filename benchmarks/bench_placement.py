@@ -1,0 +1,89 @@
+"""Does placement matter live? MST of the nearest and the farthest placements on the WAN-emulated testbed.
+
+On one local testbed with the latency map emulated between the fog nodes and the site of broker and driver
+(gesscale.testbed.wan), the capacity probe (gesscale.probe, controlled injection) measures the MST of, for
+n = 2 and 3, the placement with the smallest ND_max (as the controller places) and the one with the largest,
+then fits the performance model MST = alpha n^beta - gamma ND_max on all but one configuration and predicts the
+one held out. Prints the MSTs, the far/near ratios, the fitted model and its error on the held-out placement.
+
+With `--no-wan` the same runs on plain loopback (the control: there, placement cannot matter).
+
+    .venv/bin/python benchmarks/bench_placement.py [--map inventory/latency/fog9.yaml] [--replicas 2,3]
+        [--node-cpu 0.25] [--no-wan] [--out out/bench-placement]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gesscale import placement  # noqa: E402
+from gesscale.probe import ProbeResult  # noqa: E402
+from gesscale.testbed import DEFAULT_MAP  # noqa: E402
+from gesscale.testbed.calibration import LocalCalibrationOptions, calibrate_local  # noqa: E402
+from gesscale.testbed.probe_target import LIVE_PARAMS  # noqa: E402
+from netem.latency_map import LatencyMap, load_latency_map  # noqa: E402
+
+
+def extreme_placements(lmap: LatencyMap, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The placement of n nodes with the smallest ND_max (the controller's greedy choice) and one with the
+    largest (the farthest pair, completed by the nodes that keep the sum of RTTs largest)."""
+    near = tuple(placement.grow(lmap.graph(), [], lmap.names, n))
+    a, b = max(itertools.combinations(lmap.names, 2), key=lambda p: lmap.rtt(*p))
+    far = [a, b]
+    while len(far) < n:
+        far.append(max((v for v in lmap.names if v not in far), key=lambda v: sum(lmap.rtt(v, u) for u in far)))
+    return near, tuple(sorted(far, key=lmap.names.index))
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--map", type=Path, default=DEFAULT_MAP)
+    ap.add_argument("--replicas", default="2,3")
+    ap.add_argument("--node-cpu", type=float, default=0.25)
+    ap.add_argument("--no-wan", action="store_true", help="plain loopback (the control)")
+    ap.add_argument("--site", default=None, help="node of the map hosting broker and driver [default: the centre]")
+    ap.add_argument("--out", type=Path, default=Path("out/bench-placement"))
+    args = ap.parse_args()
+
+    lmap = load_latency_map(args.map)
+    configs: list[tuple[str, ...]] = []
+    for n in (int(x) for x in args.replicas.split(",")):
+        near, far = extreme_placements(lmap, n)
+        configs += [c for c in (near, far) if c not in configs]
+    opts = LocalCalibrationOptions(run_dir=args.out / "testbed", node_cpu=args.node_cpu, wan=not args.no_wan,
+                                   site=args.site, port_shift=600)
+    print(f"configurations: {', '.join('+'.join(c) + f' (ND_max {lmap.nd_max(c):.1f} ms)' for c in configs)}")
+    t0 = time.monotonic()
+    cal, timings = calibrate_local(opts, lmap, configs, LIVE_PARAMS, say=print,
+                                   progress=lambda r: print(f"  {'+'.join(r.nodes)}: MST {r.mst:.0f}/s"))
+    by_nodes: dict[tuple[str, ...], ProbeResult] = {tuple(r.nodes): r for r in cal.results}
+    print(f"\nmeasured in {time.monotonic() - t0:.0f} s ({'emulated WAN' if opts.wan else 'plain loopback'}):")
+    print(f"{'n':>2} {'placement':<28} {'ND_max ms':>9} {'MST /s':>8} {'far/near':>8}")
+    rows = []
+    for n in (int(x) for x in args.replicas.split(",")):
+        near, far = extreme_placements(lmap, n)
+        for kind, cfg in (("near", near), ("far", far)):
+            r = by_nodes[cfg]
+            ratio = r.mst / by_nodes[near].mst if kind == "far" and by_nodes[near].mst else None
+            print(f"{n:>2} {'+'.join(cfg):<28} {r.nd_max_ms:>9.1f} {r.mst:>8.0f} "
+                  f"{'' if ratio is None else f'{ratio:.3f}':>8}")
+            rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": r.nd_max_ms, "mst": r.mst,
+                         "far_over_near": ratio})
+    doc = {"wan": opts.wan, "site": args.site, "node_cpu": args.node_cpu, "rows": rows,
+           "calibration": cal.to_dict(), "timings_s": timings}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "placement.json").write_text(json.dumps(doc, indent=1, default=str))
+    print(f"\nmodel and held-out check: {json.dumps(cal.holdout, default=str)}")
+    print(f"written {args.out / 'placement.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gesscale.errors import UserError
+from netem.userspace.launch import alive
 
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "gesscale-testbed-"
@@ -222,16 +223,6 @@ def _remove_group(d: Path, timeout_s: float) -> None:
             time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(root: Path = ROOT) -> list[Path]:
     """Remove empty testbed groups whose owning process is gone (left by a run killed -9); returns them."""
     removed: list[Path] = []
@@ -245,7 +236,7 @@ def sweep_stale(root: Path = ROOT) -> list[Path]:
             continue
         for group in base.glob(PREFIX + "*"):
             suffix = group.name[len(PREFIX):]
-            if not suffix.isdigit() or _alive(int(suffix)):
+            if not suffix.isdigit() or alive(int(suffix)):
                 continue
             children = [c for c in group.iterdir() if c.is_dir()]
             if any(_pids(c / "cgroup.procs") for c in children) or _pids(group / "cgroup.procs"):

@@ -32,44 +32,20 @@ from gesscale.errors import UserError
 from gesscale.testbed.cgroups import sweep_stale as sweep_stale_groups
 from gesscale.testbed.netgroups import NetGroups, unified_root
 from gesscale.testbed.wan_plan import MARK_MASK, MARK_SHIFT, WanPlan, build_wan_plan, chain_name, choose_site
-from netem.userspace import launch
+from netem.userspace import agent, launch
+from netem.userspace.agent import bound_queues
 
 log = logging.getLogger(__name__)
 
 QUEUE_BASE = 3100  # NFQUEUE numbers tried from here (the testbed's own range: 3100-3199)
-QUEUE_PROC = Path("/proc/net/netfilter/nfnetlink_queue")
 _CHAIN = re.compile(r"^-N (GS-tb(\d+))$")
 
 
 def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     try:
-        res = subprocess.run(["iptables", "-w", "5", "-t", "mangle", *args], capture_output=True, text=True,
-                             timeout=30)
-    except FileNotFoundError:
-        raise UserError("WAN emulation needs iptables (Debian package iptables)") from None
-    if check and res.returncode != 0:
-        raise UserError(f"iptables -t mangle {' '.join(args)}: {res.stderr.strip() or res.returncode}")
-    return res
-
-
-def bound_queues(text: str | None = None) -> set[int]:
-    """NFQUEUE numbers some process listens on now (from /proc/net/netfilter/nfnetlink_queue)."""
-    if text is None:
-        try:
-            text = QUEUE_PROC.read_text()
-        except OSError:
-            return set()
-    return {int(line.split()[0]) for line in text.splitlines() if line.split() and line.split()[0].isdigit()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return agent.iptables(*args, check=check)
+    except agent.AgentError as err:
+        raise UserError(str(err)) from None
 
 
 def _chains() -> list[tuple[str, int]]:
@@ -103,7 +79,7 @@ def sweep_stale() -> list[str]:
     removed = []
     with contextlib.suppress(UserError):
         for chain, pid in _chains():
-            if not _alive(pid):
+            if not launch.alive(pid):
                 _remove_chain(chain)
                 removed.append(chain)
     for proc in Path("/proc").iterdir():
@@ -114,7 +90,7 @@ def sweep_stale() -> list[str]:
             tags = [a.decode() for a in argv if a.startswith(b"gesscale-netem:tb")]
             if launch.MODULE.encode() in argv and tags:
                 owner = tags[0].removeprefix("gesscale-netem:tb")
-                if owner.isdigit() and not _alive(int(owner)):
+                if owner.isdigit() and not launch.alive(int(owner)):
                     os.kill(int(proc.name), signal.SIGKILL)
                     removed.append(f"daemon {proc.name} ({tags[0]})")
     root = unified_root()
@@ -284,7 +260,7 @@ class TestbedWan:
 
     def health(self) -> str | None:
         """None while the emulation works; else what is wrong (daemon gone, queue unbound)."""
-        if self.daemon_pid is None or not _alive(self.daemon_pid) or not daemon_pids(self.plan.tag):
+        if self.daemon_pid is None or not launch.alive(self.daemon_pid) or not daemon_pids(self.plan.tag):
             return "the delay daemon is not running"
         if self.plan.queue not in bound_queues():
             return f"nothing listens on NFQUEUE {self.plan.queue}"

@@ -35,6 +35,7 @@ class Job:
     policy: str
     seed: int
     keep_series: bool = False
+    plugins: tuple[str, ...] = ()  # policy plug-in specs a worker process loads before running
 
 
 @dataclass
@@ -63,9 +64,12 @@ def find_scenarios(folder: str | Path) -> list[Path]:
 
 def run_job(job: Job) -> JobResult:
     """Simulate one job (runs in a worker process)."""
+    from gesscale.policies.base import load_plugin
     from gesscale.scenario import load_scenario
     from gesscale.simulate import run_once
 
+    for spec in job.plugins:
+        load_plugin(spec)
     sc = load_scenario(job.scenario_path)
     result = run_once(sc, job.policy, job.seed)
     out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s)
@@ -81,14 +85,16 @@ def plan_jobs(scenario_paths: Sequence[Path], policies: Sequence[str], seeds: in
 
     Seeds are scenario.seed, +1, ... as in `gesscale simulate`.
     """
+    from gesscale.policies.base import loaded_plugins
     from gesscale.scenario import load_scenario
 
+    plugins = tuple(loaded_plugins())
     jobs = []
     for path in scenario_paths:
         base = load_scenario(path).seed  # also validates every file before any work starts
         for pid in policies:
             for i in range(seeds):
-                jobs.append(Job(str(path), pid, base + i, keep_series=i == 0))
+                jobs.append(Job(str(path), pid, base + i, keep_series=i == 0, plugins=plugins))
     return jobs
 
 

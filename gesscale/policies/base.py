@@ -6,7 +6,8 @@ or remove; if it does not, `place` fills them in — latency-aware policies with
 `gesscale.placement`, latency-unaware ones with the seeded random choice. Policies keep their learned state
 (e.g. the performance model) in `state_dict()` so a restarted controller resumes where it stopped.
 
-Register a policy with `@register`; its `id` is what the CLI accepts (`--policies gesscale,ds2`).
+Register a policy with `@register`; its `id` is what the CLI accepts (`--policies gesscale,ds2`). A policy from
+outside the package is named by its file and class, `--policy path/to/my_policy.py:MyPolicy` (docs/policies.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import random
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,9 +122,65 @@ def describe_policies() -> list[tuple[str, str]]:
     return [(pid, _REGISTRY[pid].summary) for pid in sorted(_REGISTRY)]
 
 
-def make_policy(policy_id: str, **options: Any) -> Policy:
-    """A fresh policy instance; an unknown id is a `UserError` listing the known ones."""
+_PLUGINS: dict[str, str] = {}  # "path/to/file.py:ClassName" -> the id it registered
+
+
+def is_plugin_spec(text: str) -> bool:
+    """True for `path/to/file.py:ClassName` (a policy from outside the package) rather than an id."""
+    path, sep, name = text.rpartition(":")
+    return bool(sep and path.endswith(".py") and name)
+
+
+def load_plugin(spec: str) -> str:
+    """Import the policy class named by `path/to/file.py:ClassName`, register it, and return its id.
+
+    The class must subclass `Policy` and set an `id` that no built-in policy uses; every problem is one
+    `UserError`. Loading the same spec again returns the same id.
+    """
+    if spec in _PLUGINS:
+        return _PLUGINS[spec]
+    import importlib.util
+    from pathlib import Path
+
     _load_all()
+    path_text, _, name = spec.rpartition(":")
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise UserError(f"policy plug-in {spec!r}: no file {path}")
+    module_name = f"gesscale_plugin_{abs(hash(str(path))):x}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise UserError(f"policy plug-in {spec!r}: {path} is not a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - the researcher's code: report what it raised, in one line
+        del sys.modules[module_name]
+        raise UserError(f"policy plug-in {spec!r}: importing {path.name} failed: {type(err).__name__}: {err}") from None
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise UserError(f"policy plug-in {spec!r}: {path.name} has no Policy subclass named {name!r}")
+    if not cls.id or not isinstance(cls.id, str):
+        raise UserError(f"policy plug-in {spec!r}: {name} must set a class attribute id = \"my-policy\"")
+    if cls.id in _REGISTRY and _REGISTRY[cls.id] is not cls:
+        raise UserError(f"policy plug-in {spec!r}: id {cls.id!r} is already a policy; choose another")
+    _REGISTRY[cls.id] = cls
+    _PLUGINS[spec] = cls.id
+    return cls.id
+
+
+def loaded_plugins() -> list[str]:
+    """The plug-in specs loaded in this process (worker processes load them again)."""
+    return list(_PLUGINS)
+
+
+def make_policy(policy_id: str, **options: Any) -> Policy:
+    """A fresh policy instance from an id or a plug-in spec (`file.py:Class`); an unknown id is a `UserError`
+    listing the known ones."""
+    _load_all()
+    if is_plugin_spec(policy_id):
+        policy_id = load_plugin(policy_id)
     cls = _REGISTRY.get(policy_id)
     if cls is None:
         raise UserError(f"unknown policy {policy_id!r}; known policies: {', '.join(sorted(_REGISTRY))}")
@@ -130,11 +188,13 @@ def make_policy(policy_id: str, **options: Any) -> Policy:
 
 
 def parse_policy_list(text: str) -> list[str]:
-    """`a,b,c` or `all` into validated policy ids (unknown ids raise `UserError`)."""
+    """`a,b,c` or `all` into validated policy ids (unknown ids raise `UserError`); an item may be a plug-in
+    spec `path/to/file.py:ClassName`, which is loaded and replaced by its id."""
+    ids = [p.strip() for p in text.split(",") if p.strip()]
+    ids = [load_plugin(p) if is_plugin_spec(p) else p for p in ids]
     known = policy_ids()
     if text.strip() == "all":
         return known
-    ids = [p.strip() for p in text.split(",") if p.strip()]
     if not ids:
         raise UserError("no policy given")
     for pid in ids:

@@ -66,6 +66,9 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     policy = make_policy(policy_id)
     if initial_model is not None and hasattr(policy, "model"):
         policy.model = PerformanceModel.from_dict(initial_model.to_dict())
+    prepare = getattr(policy, "prepare_offline", None)
+    if callable(prepare):  # an offline reference (`optimal`) reads the whole run before it starts
+        prepare(backend)
     config = controller_config(scenario, seed, **overrides)
 
     def oracle(t0: float, t1: float) -> int:

@@ -193,6 +193,13 @@ class SimBackend(Backend):
         return float(pause)
 
     # -- ground truth for metrics and the oracle ---------------------------------------------------------
+    @property
+    def mst_noise(self) -> np.ndarray:
+        """The relative capacity noise of every second of the run (read-only view; the `optimal` policy's input)."""
+        view = self._mst_noise.view()
+        view.flags.writeable = False
+        return view
+
     def best_mst_by_n(self, t: int = 0) -> list[float]:
         """True MST (no noise) of the best latency-aware placement of each size 0..max_replicas at second `t`."""
         graph = self._graph_of(self.lmap.at(t))

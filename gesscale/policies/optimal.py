@@ -1,0 +1,133 @@
+"""`optimal`: the offline reference that pays the same pauses as every other policy (issue 19).
+
+`ideal` reconfigures instantly and for free, so "x % above ideal" mixes what a policy wastes with what no policy
+can avoid. `optimal` knows the whole run in advance — the input of every second, the ground-truth MST of every
+size with this seed's capacity noise, the restart pause — and follows the cheapest replica schedule that pays a
+full pause on every change, finishes within `max_excess` of the input's end and processes every record within
+`max_delay_s` seconds of its arrival. The schedule is computed exactly, up to a stated backlog discretisation,
+by `gesscale.optimal_dp.solve` (dynamic programming over periods, replica count and backlog); its bracket on
+the optimum is in `model_summary()`.
+
+Placement: the min-ND_max sets of `gesscale.placement` (each size the greedy prefix of the map in force at the
+start, which is also where every run starts), named explicitly so that the sets stay nested. When the map has a
+`changes:` schedule the capacities follow the map in force each second, but the sets are not re-chosen after a
+change (a stated limitation; the seven public scenarios have no changes).
+
+If the bounds cannot be met (a peak beyond n_max, a delay bound shorter than a pause allows), the delay bound is
+doubled up to the input's length, then the excess bound widened to the drain limit (1.0); the bounds used are
+reported. Simulator only: on a live backend it holds its replica count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gesscale import placement
+from gesscale.observation import Decision, Observation
+from gesscale.optimal_dp import OfflinePlan, OfflineProblem, solve
+from gesscale.policies.base import Policy, PolicyContext, register
+
+
+def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) -> tuple[OfflineProblem, list[str]]:
+    """The offline problem of a `SimBackend`'s run (its input, noise, map and ground truth) and the node order."""
+    sc = backend.scenario
+    lmap = sc.latency_map
+    names = list(lmap.names)
+    n_max = max(1, min(sc.max_replicas, len(names)))
+    order = placement.grow(lmap.at(0).graph(), [], names, n_max)
+    T, L = len(backend.rate), backend.period
+    pause = int(round(sc.truth.reconfig_pause_s))
+    delay = int(min(T, max(1, math.ceil(max_delay_s))))
+    n_start = min(n_max, sc.truth.initial_replicas)
+    n_min = min(sc.min_replicas, n_max, n_start)
+    draft = OfflineProblem(np.asarray(backend.rate, dtype=float), np.zeros((n_max + 1, 0)), L, pause, n_min, n_max,
+                           n_start, delay, max_excess, bins)
+    H = draft.periods * L
+    noise = np.ones(H)
+    have = min(H, len(backend.mst_noise))
+    noise[:have] = backend.mst_noise[:have]
+    starts = sorted({0, *(int(math.ceil(t)) for t in lmap.change_times if 0 < math.ceil(t) < H)})
+    capacity = np.zeros((n_max + 1, H))
+    for s, e in zip(starts, [*starts[1:], H], strict=True):
+        graph = lmap.at(s).graph()
+        for n in range(1, n_max + 1):
+            mst = sc.truth.mst(n, placement.nd_max(graph, order[:n]))
+            capacity[n, s:e] = mst * noise[s:e]  # the simulator's own product, second by second
+    problem = OfflineProblem(draft.input, capacity, L, pause, n_min, n_max, n_start, delay, max_excess, bins)
+    return problem, order
+
+
+def solve_relaxed(problem: OfflineProblem) -> tuple[OfflinePlan, OfflineProblem]:
+    """Solve; when infeasible, double the delay bound up to the input length, then allow excess up to 1.0."""
+    T = problem.duration_s
+    while True:
+        plan = solve(problem)
+        if plan.feasible:
+            return plan, problem
+        if problem.max_delay_s < T:
+            problem = _with(problem, max_delay_s=min(T, 2 * problem.max_delay_s))
+        elif problem.max_excess < 1.0:
+            problem = _with(problem, max_excess=1.0)
+        else:
+            return plan, problem
+
+
+def _with(problem: OfflineProblem, **changes: Any) -> OfflineProblem:
+    from dataclasses import replace
+
+    return replace(problem, **changes)
+
+
+@register
+class OptimalPolicy(Policy):
+    """Follows the schedule that `gesscale.optimal_dp` found for this very run (see the module docstring)."""
+
+    id = "optimal"
+    summary = "offline reference: cheapest schedule paying every pause (excess <= 0, delay <= 300 s; DP)"
+    latency_aware = True
+
+    def __init__(self, max_delay_s: float = 300.0, max_excess: float = 0.0, bins: int = 4000) -> None:
+        self.max_delay_s = max_delay_s
+        self.max_excess = max_excess
+        self.bins = bins
+        self.plan: OfflinePlan | None = None
+        self.problem: OfflineProblem | None = None
+        self.order: list[str] = []
+
+    def prepare_offline(self, backend: Any) -> None:
+        """Read the whole run from the simulator and solve it (called by `gesscale.simulate.run_once`)."""
+        problem, self.order = problem_for(backend, self.max_delay_s, self.max_excess, self.bins)
+        self.plan, self.problem = solve_relaxed(problem)
+
+    def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
+        """The planned count of the next period, on the nested min-ND_max sets."""
+        if self.plan is None or self.problem is None:
+            return Decision(obs.n, "no offline plan (simulator only)")
+        k = int(round(obs.time_s / self.problem.period_s))
+        target = self.plan.targets[min(k, len(self.plan.targets) - 1)]
+        chosen = self.order[:target]
+        if target > obs.n:
+            add = tuple(v for v in chosen if v not in obs.replicas)
+            return Decision(target, "offline plan", add=add)
+        if target < obs.n:
+            remove = tuple(v for v in obs.replicas if v not in chosen)
+            return Decision(target, "offline plan", remove=remove)
+        return Decision(target, "offline plan")
+
+    def model_summary(self) -> dict[str, Any] | None:
+        """The bracket on the optimum and the bounds actually used."""
+        if self.plan is None or self.problem is None:
+            return None
+        return {
+            "optimal_cost_lower": self.plan.cost_lower,
+            "optimal_cost_upper": self.plan.cost_upper,
+            "plan_cost": self.plan.cost_plan,
+            "discretisation_gap": self.plan.gap,
+            "backlog_step": self.plan.backlog_step,
+            "max_delay_s": self.problem.max_delay_s,
+            "max_excess": self.problem.max_excess,
+            "feasible": self.plan.feasible,
+        }

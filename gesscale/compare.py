@@ -5,7 +5,9 @@ and CPU-bound, so processes, not threads, use both cores) and reports each finis
 CLI's progress bar). `summarise` takes the medians over seeds; `matrix_markdown` renders one table per metric
 (policies × scenarios, the best value of each scenario in bold). Plots live in `gesscale.compare_plots`.
 
-matrix.json: {scenario: {policy: {DESIGN §4 metric keys}}}, medians over seeds.
+matrix.json: {scenario: {policy: {DESIGN §4 metric keys}}}, medians over seeds (the requested policies).
+regret.json: {scenario: {policy: {cost_vs_optimal, cost_vs_ideal, excess_vs_optimal, excess_vs_ideal,
+failed_seeds, seeds}}} (`gesscale.regret`; the references `optimal` and `ideal` always run).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import numpy as np
 
 from gesscale.errors import UserError
 from gesscale.metrics import METRIC_KEYS
+from gesscale.regret import Outcome, failing, fmt_diff, fmt_ratio, regret
 from gesscale.report import TITLES
 
 # Policies that are references, not contenders: never marked best in matrix.md.
-REFERENCE_POLICIES = ("ideal", "static")
+REFERENCE_POLICIES = ("ideal", "static", "optimal")
+Regret = Mapping[str, Mapping[str, Mapping[str, float | int | None]]]
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class JobResult:
     period_s: float = 60.0
     supply: list[int] = field(default_factory=list)
     demand: list[int] = field(default_factory=list)
+    drained: bool = True  # False: the run hit the drain limit with a backlog left
 
 
 def find_scenarios(folder: str | Path) -> list[Path]:
@@ -72,7 +77,8 @@ def run_job(job: Job) -> JobResult:
         load_plugin(spec)
     sc = load_scenario(job.scenario_path)
     result = run_once(sc, job.policy, job.seed)
-    out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s)
+    out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s,
+                    drained=result.drained)
     if job.keep_series:
         step = max(1, int(round(sc.control_period_s)))
         out.supply = [int(v) for v in result.supply[::step]]
@@ -135,9 +141,21 @@ def summarise(results: Sequence[JobResult]) -> dict[str, dict[str, dict[str, flo
     return out
 
 
-def best_policies(per_policy: Mapping[str, Mapping[str, float]], key: str) -> set[str]:
-    """The policies with the best value of `key` (lowest; jitter: closest to 0), references excluded."""
-    contenders = {p: m for p, m in per_policy.items() if p not in REFERENCE_POLICIES}
+def regret_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """scenario → policy → regret against the references on the same seeds (`gesscale.regret`)."""
+    runs: dict[str, dict[str, list[Outcome]]] = {}
+    for r in sorted(results, key=lambda r: r.seed):
+        outcome = Outcome(r.seed, r.metrics["cost"], r.metrics["excess_time"], r.drained)
+        runs.setdefault(r.scenario, {}).setdefault(r.policy, []).append(outcome)
+    return {sc: regret(runs[sc]) for sc in sorted(runs)}
+
+
+def best_policies(per_policy: Mapping[str, Mapping[str, float]], key: str,
+                  regret_rows: Mapping[str, Mapping[str, float | int | None]] | None = None) -> set[str]:
+    """The policies with the best value of `key` (lowest; jitter: closest to 0), references excluded, and
+    failing policies (a backlog never drained, per `regret_rows`) too."""
+    rows = regret_rows or {}
+    contenders = {p: m for p, m in per_policy.items() if p not in REFERENCE_POLICIES and not failing(rows.get(p, {}))}
     if len(contenders) < 2:
         return set()
 
@@ -158,9 +176,15 @@ def _cell(key: str, value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], seeds: int) -> str:
-    """One Markdown table per metric: policies (rows) × scenarios (columns), best of each column in bold."""
+def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], seeds: int,
+                    regret_matrix: Regret | None = None) -> str:
+    """One Markdown table per metric: policies (rows) × scenarios (columns), best of each column in bold.
+
+    With `regret_matrix`, cells of failing policies carry FAIL and a last section gives cost / optimal, excess −
+    optimal's and cost / ideal.
+    """
     scenarios = list(matrix)
+    rg = regret_matrix or {}
     policies = sorted({p for per in matrix.values() for p in per})
     lines = [
         "# Comparison matrix",
@@ -173,7 +197,7 @@ def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], see
         lines += ["", f"## {key} ({TITLES[key]})", ""]
         lines.append("| policy | " + " | ".join(scenarios) + " |")
         lines.append("|---|" + "---:|" * len(scenarios))
-        bests = {sc: best_policies(matrix[sc], key) for sc in scenarios}
+        bests = {sc: best_policies(matrix[sc], key, rg.get(sc)) for sc in scenarios}
         for pid in policies:
             cells = []
             for sc in scenarios:
@@ -182,8 +206,30 @@ def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], see
                     cells.append("–")
                     continue
                 text = _cell(key, m[key])
+                if failing(rg.get(sc, {}).get(pid, {})):
+                    text += " FAIL"
                 cells.append(f"**{text}**" if pid in bests[sc] else text)
             lines.append(f"| {pid} | " + " | ".join(cells) + " |")
+    if rg:
+        lines += ["", "## regret (against the references on the same seeds, medians)", "",
+                  "FAIL k/N: k of the N seeds left a backlog that was never drained (the drain limit ended the run);"
+                  " such a cost is not comparable. optimal: the cheapest schedule that pays every pause (excess 0,"
+                  " every record within 300 s; docs/policies.md)."]
+        for title, key, fmt in (("cost / optimal", "cost_vs_optimal", fmt_ratio),
+                                ("excess time − optimal's", "excess_vs_optimal", fmt_diff),
+                                ("cost / ideal", "cost_vs_ideal", fmt_ratio)):
+            lines += ["", f"### {title}", "", "| policy | " + " | ".join(scenarios) + " |",
+                      "|---|" + "---:|" * len(scenarios)]
+            for pid in policies:
+                cells = []
+                for sc in scenarios:
+                    row = rg.get(sc, {}).get(pid)
+                    if row is None:
+                        cells.append("–")
+                        continue
+                    text = fmt(row.get(key))
+                    cells.append(f"FAIL {row['failed_seeds']}/{row['seeds']} ({text})" if failing(row) else text)
+                lines.append(f"| {pid} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -196,8 +242,10 @@ def series_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, tupl
     return out
 
 
-def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int, workers: int = 1) -> list[Path]:
-    """matrix.json, matrix.md, the two heatmaps and one replicas-over-time PNG per scenario; returns the paths.
+def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int, workers: int = 1,
+                  requested: Sequence[str] | None = None) -> list[Path]:
+    """matrix.json, regret.json, matrix.md, the two heatmaps and one replicas-over-time PNG per scenario; returns
+    the paths. matrix.json holds the `requested` policies (default: all); the rest hold the references too.
 
     The figures are drawn on `workers` processes (matplotlib is the slow part once the runs are done).
     """
@@ -210,9 +258,12 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
     except OSError as err:
         raise UserError(f"cannot create {out}: {err.strerror}") from None
     matrix = summarise(results)
-    paths = [write_json(out / "matrix.json", matrix)]
+    keep = set(requested) if requested is not None else {r.policy for r in results}
+    asked = {sc: {p: m for p, m in per.items() if p in keep} for sc, per in matrix.items()}
+    regret_matrix = regret_by_scenario(results)
+    paths = [write_json(out / "matrix.json", asked), write_json(out / "regret.json", regret_matrix)]
     md = out / "matrix.md"
-    md.write_text(matrix_markdown(matrix, seeds))
+    md.write_text(matrix_markdown(matrix, seeds, regret_matrix))
     paths.append(md)
     excess = {sc: {p: m["excess_time"] for p, m in per.items()} for sc, per in matrix.items()}
     period = {r.scenario: r.period_s for r in results}

@@ -14,7 +14,8 @@ from typing import Any
 from rich.table import Table
 
 from gesscale.metrics import METRIC_KEYS
-from gesscale.simulate import RunResult, median_metrics
+from gesscale.regret import REFERENCES, failing, fmt_diff, fmt_ratio, status
+from gesscale.simulate import RunResult, median_metrics, regret_of
 
 # Column titles of the table, in DESIGN §4 order.
 TITLES = {
@@ -38,12 +39,21 @@ def summary(results: Mapping[str, list[RunResult]]) -> dict[str, dict[str, float
     return {pid: median_metrics(runs) for pid, runs in results.items()}
 
 
-def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[RunResult]]) -> dict[str, Any]:
-    """The output document of `gesscale simulate --json` (DESIGN §4 keys, medians over seeds)."""
+def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[RunResult]],
+                  requested: list[str] | None = None) -> dict[str, Any]:
+    """The output document of `gesscale simulate --json` (DESIGN §4 keys, medians over seeds).
+
+    `policies` holds the requested policies; `references` the regret references run only for the regret;
+    `regret` every policy's cost and excess against them (`gesscale.regret`), with its failed seeds.
+    """
+    wanted = list(results) if requested is None else requested
+    medians = summary(results)
     return {
         "scenario": scenario,
         "duration_s": float(duration_s),
-        "policies": summary(results),
+        "policies": {p: medians[p] for p in wanted if p in medians},
+        "references": {p: medians[p] for p in medians if p not in wanted},
+        "regret": regret_of(dict(results)),
         "seeds": {pid: [r.seed for r in runs] for pid, runs in results.items()},
     }
 
@@ -64,22 +74,43 @@ def _fmt(key: str, value: float) -> str:
     return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
 
 
-def metrics_table(title: str, medians: Mapping[str, Mapping[str, float]]) -> Table:
-    """Policies × metrics, the best value of each column (lowest; jitter: closest to 0) in bold."""
+REGRET_TITLES = {"cost_vs_optimal": "c/opt", "cost_vs_ideal": "c/ideal", "excess_vs_optimal": "Δexcess"}
+
+
+def metrics_table(title: str, medians: Mapping[str, Mapping[str, float]],
+                  regret: Mapping[str, Mapping[str, float | int | None]] | None = None) -> Table:
+    """Policies × metrics, the best value of each column (lowest; jitter: closest to 0) in bold.
+
+    With `regret`, three columns against the references and a status column; failing policies (a backlog never
+    drained) and the references are never bold.
+    """
     table = Table(title=title, header_style="bold", title_justify="left")
     table.add_column("policy", style="cyan", no_wrap=True)
     for k in METRIC_KEYS:
         table.add_column(TITLES[k], justify="right")
+    if regret is not None:
+        for title_ in REGRET_TITLES.values():
+            table.add_column(title_, justify="right")
+        table.add_column("status")
+    regret = regret or {}
+    ranked = {p: m for p, m in medians.items()
+              if not (regret and (p in REFERENCES or p == "static" or failing(regret.get(p, {}))))}
     best: dict[str, float] = {}
     for k in METRIC_KEYS:
-        vals = [abs(m[k]) if k == "jitter" else m[k] for m in medians.values()]
+        vals = [abs(m[k]) if k == "jitter" else m[k] for m in ranked.values()]
         best[k] = min(vals) if vals else 0.0
     for pid, m in medians.items():
         cells = []
         for k in METRIC_KEYS:
             v = abs(m[k]) if k == "jitter" else m[k]
             text = _fmt(k, m[k])
-            cells.append(f"[bold]{text}[/bold]" if len(medians) > 1 and v == best[k] else text)
+            cells.append(f"[bold]{text}[/bold]" if len(ranked) > 1 and pid in ranked and v == best[k] else text)
+        if regret:
+            row = regret.get(pid, {})
+            cells += [fmt_ratio(row.get("cost_vs_optimal")), fmt_ratio(row.get("cost_vs_ideal")),
+                      fmt_diff(row.get("excess_vs_optimal"))]
+            st = status(row) if row else "–"
+            cells.append(f"[red]{st}[/red]" if failing(row) else st)
         table.add_row(pid, *cells)
     return table
 

@@ -39,6 +39,7 @@ class RunResult:
     demand: np.ndarray
     history: list[StepRecord] = field(default_factory=list)
     model: dict[str, Any] | None = None
+    drained: bool = True  # False: the drain limit was reached with a backlog left (the policy failed)
 
 
 def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> ControllerConfig:
@@ -110,7 +111,23 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         demand=demand,
         history=history if keep_history else [],
         model=policy.model_summary(),
+        drained=backend.backlog < 1.0,
     )
+
+
+def with_references(policies: list[str]) -> list[str]:
+    """The policies, then the regret references (`optimal`, `ideal`) that are not among them."""
+    from gesscale.regret import REFERENCES
+
+    return [*policies, *(r for r in REFERENCES if r not in policies)]
+
+
+def regret_of(results: dict[str, list[RunResult]]) -> dict[str, dict[str, float | int | None]]:
+    """Cost and excess of each policy against the references run on the same seeds (`gesscale.regret`)."""
+    from gesscale.regret import Outcome, regret
+
+    return regret({pid: [Outcome(r.seed, r.metrics.cost, r.metrics.excess_time, r.drained) for r in runs]
+                   for pid, runs in results.items()})
 
 
 def seeds_for(scenario: Scenario, count: int) -> list[int]:

@@ -65,28 +65,34 @@ def register(app: typer.Typer) -> None:
         from gesscale.policies.base import parse_policy_list
         from gesscale.report import metrics_table, plot_run, simulate_json, write_json
         from gesscale.scenario import load_scenario
-        from gesscale.simulate import simulate_many
+        from gesscale.simulate import simulate_many, with_references
 
         out = Console(width=None if Console().is_terminal else 180)
         err = Console(stderr=True)
         ids = parse_policy_list(policies)
+        run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them
         sc = load_scenario(scenario)
+        for warning in sc.warnings:
+            err.print(f"gesscale: warning: {sc.source}: {warning}", highlight=False, soft_wrap=True)
         extra: dict[str, object] = {}
         if model is not None:
             from gesscale.model_file import load_model_file
 
             extra["initial_model"] = load_model_file(model)
-        total = len(ids) * seeds
+        total = len(run_ids) * seeds
         with run_progress(err) as bar:
             task = bar.add_task(f"simulating {sc.name}", total=total)
             results = simulate_many(
-                sc, ids, seeds, progress=lambda pid, seed: bar.advance(task),
+                sc, run_ids, seeds, progress=lambda pid, seed: bar.advance(task),
                 keep_history_first=plot is not None, **extra,
             )
         duration = next(iter(results.values()))[0].duration_s
-        doc = simulate_json(sc.name, duration, results)
+        doc = simulate_json(sc.name, duration, results, requested=ids)
         title = f"{sc.name}: medians over {seeds} seed(s), {duration / 60:.0f} min of input"
-        out.print(metrics_table(title, doc["policies"]))
+        out.print(metrics_table(title, {**doc["policies"], **doc["references"]}, doc["regret"]))
+        out.print("c/opt, c/ideal: median over seeds of cost / the reference's cost on the same seed; "
+                  "Δexcess: excess time minus optimal's; FAIL: a backlog never drained (cost not comparable). "
+                  "optimal: cheapest schedule paying every pause, excess <= 0, every record within 300 s.")
         if json_out is not None:
             try:
                 write_json(json_out, doc)

@@ -93,4 +93,8 @@ def test_compare_cli_writes_the_three_kinds_of_output(tmp_path: Path, capsys: py
     for name in pngs:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     printed = capsys.readouterr().out
-    assert "12 runs on 2 worker(s)" in printed
+    assert "16 runs on 2 worker(s)" in printed  # 12 + optimal, run as the regret reference
+    regret = json.loads((out / "regret.json").read_text())
+    assert set(regret["mini-steps"]) == {"gesscale", "gesscale-plus", "ideal", "optimal"}
+    assert regret["mini-steps"]["optimal"]["cost_vs_optimal"] == 1.0
+    assert "## regret" in md

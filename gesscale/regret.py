@@ -1,0 +1,71 @@
+"""Regret: each policy's cost and excess time against the references of the same runs (pure, no I/O).
+
+`optimal` pays the same pauses as every policy (the achievable bound under its stated delay and excess bounds);
+`ideal` reconfigures for free (what no real policy can reach). Ratios and differences are taken seed by seed —
+the references saw the same input and noise — and the median over seeds is reported.
+
+A run whose backlog was never drained (it reached the simulator's drain limit) has a low cost only because it
+stopped processing: such a policy is *failing*, and tables mark it instead of ranking its cost.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+REFERENCES = ("optimal", "ideal")
+REGRET_KEYS = ("cost_vs_optimal", "cost_vs_ideal", "excess_vs_optimal", "excess_vs_ideal")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What regret needs of one run."""
+
+    seed: int
+    cost: float
+    excess: float
+    drained: bool = True
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def regret(runs: Mapping[str, Sequence[Outcome]]) -> dict[str, dict[str, float | int | None]]:
+    """policy → median cost/reference and excess − reference over the seeds the reference also ran, and the
+    number of seeds that failed to drain (`failed_seeds`) out of `seeds`. A missing reference gives None."""
+    refs = {r: {o.seed: o for o in runs.get(r, ())} for r in REFERENCES}
+    out: dict[str, dict[str, float | int | None]] = {}
+    for pid, outcomes in runs.items():
+        row: dict[str, float | int | None] = {}
+        for r in REFERENCES:
+            pairs = [(o, refs[r][o.seed]) for o in outcomes if o.seed in refs[r]]
+            ratios = [o.cost / ref.cost for o, ref in pairs if ref.cost > 0]
+            row[f"cost_vs_{r}"] = _median(ratios)
+            row[f"excess_vs_{r}"] = _median([o.excess - ref.excess for o, ref in pairs])
+        row["failed_seeds"] = sum(1 for o in outcomes if not o.drained)
+        row["seeds"] = len(outcomes)
+        out[pid] = row
+    return out
+
+
+def failing(row: Mapping[str, float | int | None]) -> bool:
+    """True when some seed of the policy left a backlog it never drained."""
+    return bool(row.get("failed_seeds"))
+
+
+def fmt_ratio(value: float | int | None) -> str:
+    """A cost ratio for a table cell ('–' when the reference did not run)."""
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def fmt_diff(value: float | int | None) -> str:
+    """An excess-time difference for a table cell."""
+    return "–" if value is None else f"{value:+.4f}"
+
+
+def status(row: Mapping[str, float | int | None]) -> str:
+    """'ok', or 'FAIL k/N' when k of the N seeds never drained their backlog."""
+    return f"FAIL {row['failed_seeds']}/{row['seeds']}" if failing(row) else "ok"

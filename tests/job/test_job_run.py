@@ -51,6 +51,32 @@ def test_kill9_mid_run_then_restart_writes_every_key_exactly_once(kafka_bootstra
     assert ridegen.read_all(kafka_bootstrap, dlq) == []
 
 
+@pytest.mark.e2e
+def test_frequent_routes_kill9_then_restart_writes_each_closed_window_once_as_the_reference_says(
+        kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Path) -> None:
+    from tests.job.routes_reference import top_routes
+    from tests.job.test_frequent_routes import generated_records, produce_records, sentinel, windows_written
+
+    recs = generated_records(500_000, 3, seed=3)
+    recs.append(sentinel(recs[-1], 60))
+    inp, out, dlq = (kafka_topic_factory(partitions=2, prefix=p) for p in ("in", "out", "dlq"))
+    produce_records(kafka_bootstrap, inp, recs, 2)
+    metrics = tmp_path / "metrics.jsonl"
+    args = job_args(kafka_bootstrap, inp, out, dlq, tmp_path / "ck", "--query", "frequent-routes",
+                    "--max-rows-per-batch", "4000", "--metrics-jsonl", str(metrics))
+    first = JobProcess(args, tmp_path / "run1.log")
+    wait_for(lambda: sum(o["num_input_rows"] for o in observations(metrics)) >= 12_000, 300, "three batches", first)
+    first.kill9()
+    assert sum(o["num_input_rows"] for o in observations(metrics)) < len(recs), "finished before the kill"
+
+    second = JobProcess([*args, "--stop-when-idle-s", "5"], tmp_path / "run2.log")
+    assert second.wait(600) == 0, (tmp_path / "run2.log").read_text()[-3000:]
+    got = windows_written(kafka_bootstrap, out)  # fails on a window written twice
+    want = top_routes(recs)
+    assert len(want) >= 30 and sorted(got) == sorted(want)
+    assert all(got[end] == routes for end, routes in want.items())
+
+
 def test_user_mistakes_are_one_line_errors(kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     base = ["job", "run", "--bootstrap", kafka_bootstrap, "--checkpoint", str(tmp_path / "ck")]

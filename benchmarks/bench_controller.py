@@ -1,8 +1,9 @@
-"""Controller speed: one decision (analyse + plan + placement) among 1,000 candidate nodes, and simulated
-seconds per wall-clock second for one policy on the taxi scenario.
+"""Controller speed: one decision (analyse + plan + placement) among 1,000 candidate nodes, simulated
+seconds per wall-clock second for one policy on the taxi scenario, and the wall time of the `optimal` reference
+(its dynamic programme, then its whole simulated run) on the taxi scenario.
 
-Targets (issue 2): <= 50 ms per decision, >= 100,000 simulated s per wall s. Prints what it measures; the
-machine is shared, so read the figures as one run's, not as constants.
+Targets (issue 2): <= 50 ms per decision, >= 100,000 simulated s per wall s; (issue 19) optimal <= 10 s.
+Prints what it measures; the machine is shared, so read the figures as one run's, not as constants.
 
     .venv/bin/python benchmarks/bench_controller.py
 """
@@ -65,6 +66,20 @@ def simulated_per_wall_s(policy: str = "gesscale", runs: int = 5) -> float:
     return statistics.median(speeds)
 
 
+def optimal_wall_s() -> tuple[float, float, dict]:
+    """Wall seconds of optimal's programme alone and of its whole run on pi10-taxi (seed 1), and its summary."""
+    from gesscale.backends.sim import SimBackend
+    from gesscale.policies.optimal import OptimalPolicy
+
+    sc = load_scenario(ROOT / "scenarios" / "pi10-taxi.yaml")
+    start = time.perf_counter()
+    OptimalPolicy().prepare_offline(SimBackend(sc, seed=sc.seed))
+    solve_s = time.perf_counter() - start
+    start = time.perf_counter()
+    r = run_once(sc, "optimal", sc.seed)
+    return solve_s, time.perf_counter() - start, r.model or {}
+
+
 def main() -> None:
     """Print both figures next to their targets."""
     up, down = decision_ms()
@@ -74,6 +89,11 @@ def main() -> None:
         speed = simulated_per_wall_s(policy)
         print(f"simulator, {policy} on pi10-taxi: {speed:,.0f} simulated s per wall s (target >= 100,000; "
               f"ratio {speed / 100_000:.1f}x)")
+    solve_s, run_s, summary = optimal_wall_s()
+    print(f"optimal on pi10-taxi: programme {solve_s:.2f} s, whole run {run_s:.2f} s wall (target <= 10 s); "
+          f"optimum in [{summary.get('optimal_cost_lower', 0):,.1f}, {summary.get('optimal_cost_upper', 0):,.1f}] "
+          f"replica-min (gap {100 * summary.get('discretisation_gap', 0):.2f} %, backlog step "
+          f"{summary.get('backlog_step', 0):.0f} records)")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ class JobSettings:
     token: str = ""
     pid: int | None = None
     spark_conf: dict[str, str] = field(default_factory=_fog_spark_conf)  # extra Spark settings (`--conf`)
+    query: str = "nearest-landmark"  # the job's `--query` (docs/queries.md)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -94,7 +95,7 @@ class TestbedJob:
             "--master", self.master_url, "--executors", str(executors), "--driver-host", "127.0.0.1",
             "--http-port", str(s.http_port), "--ui-port", str(s.ui_port),
             "--max-rows-per-batch", str(s.max_rows_per_batch), "--max-rows-per-range", str(s.max_rows_per_range),
-            "--metrics-jsonl", str(self.batches_path), "--bp-window-s", str(s.bp_window_s),
+            "--metrics-jsonl", str(self.batches_path), "--bp-window-s", str(s.bp_window_s), "--query", s.query,
             *[arg for k, v in sorted(s.spark_conf.items()) for arg in ("--conf", f"{k}={v}")],
         ]
 

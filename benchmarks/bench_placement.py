@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gesscale import placement  # noqa: E402
 from gesscale.probe import ProbeResult  # noqa: E402
 from gesscale.testbed import DEFAULT_MAP  # noqa: E402
-from gesscale.testbed.calibration import LocalCalibrationOptions, calibrate_local  # noqa: E402
+from gesscale.testbed.calibration import LocalCalibrationOptions, calibrate_local, testbed_nodes  # noqa: E402
 from gesscale.testbed.probe_target import LIVE_PARAMS  # noqa: E402
+from gesscale.testbed.wan import WanSettings  # noqa: E402
 from netem.latency_map import LatencyMap, load_latency_map  # noqa: E402
 
 
@@ -60,7 +61,9 @@ def main() -> None:
         configs += [c for c in (near, far) if c not in configs]
     opts = LocalCalibrationOptions(run_dir=args.out / "testbed", node_cpu=args.node_cpu, wan=not args.no_wan,
                                    site=args.site, port_shift=600)
-    print(f"configurations: {', '.join('+'.join(c) + f' (ND_max {lmap.nd_max(c):.1f} ms)' for c in configs)}")
+    site = args.site or WanSettings(lmap).resolve_site(testbed_nodes(lmap, configs))
+    print(f"configurations: {', '.join('+'.join(c) + f' (ND_max {lmap.nd_max(c):.1f} ms)' for c in configs)}; "
+          f"broker and driver at {site}" + ("" if opts.wan else " (not emulated: --no-wan)"))
     t0 = time.monotonic()
     cal, timings = calibrate_local(opts, lmap, configs, LIVE_PARAMS, say=print,
                                    progress=lambda r: print(f"  {'+'.join(r.nodes)}: MST {r.mst:.0f}/s"))
@@ -77,7 +80,7 @@ def main() -> None:
                   f"{'' if ratio is None else f'{ratio:.3f}':>8}")
             rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": r.nd_max_ms, "mst": r.mst,
                          "far_over_near": ratio})
-    doc = {"wan": opts.wan, "site": args.site, "node_cpu": args.node_cpu, "rows": rows,
+    doc = {"wan": opts.wan, "site": site, "node_cpu": args.node_cpu, "rows": rows,
            "calibration": cal.to_dict(), "timings_s": timings}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "placement.json").write_text(json.dumps(doc, indent=1, default=str))

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
-from gesscale.workloads import WORKLOAD_KINDS
+from gesscale.schema import check_keys, number
+from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
-from netem.latency_map import LatencyMap, latency_map_from_dict, load_latency_map
+from netem.latency_map import SUSPICIOUS_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 
 
 @dataclass(frozen=True)
@@ -50,19 +51,37 @@ class Scenario:
     seed: int = 1
     source: str = "<inline>"
     extra: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # legal but suspicious values (see `_suspicious`), for the CLI to print
 
     def with_seed(self, seed: int) -> Scenario:
         """The same scenario with another seed."""
         return replace(self, seed=seed)
 
 
-def _num(data: Mapping[str, Any], key: str, default: Any, where: str, *, minimum: float = 0.0) -> Any:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"{where}: '{key}' must be a number, got {value!r}")
-    if value < minimum:
-        raise UserError(f"{where}: '{key}' must be >= {minimum}, got {value}")
-    return value
+# Keys of each part of a scenario file; anything else is a mistake (a misspelled key would leave its default).
+SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload")
+CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
+OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas")
+# The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
+# observations are per-second rates; below a second a period holds less than one sample.
+MIN_CONTROL_PERIOD_S = 1.0
+
+
+def _suspicious(truth: GroundTruth, control_period_s: float, warmup_s: float | None) -> list[str]:
+    """Values that are legal but probably not meant (printed as warnings, the run goes on)."""
+    out = []
+    if truth.beta > 1.0:
+        out.append(f"operator.beta {truth.beta:g} > 1: each added replica brings more than the previous one "
+                   "(superlinear scaling; measured operators have beta <= 1)")
+    if truth.noise >= 0.5:
+        out.append(f"operator.noise {truth.noise:g}: the MST varies by {truth.noise:.0%} (one standard deviation) "
+                   "from period to period; the model can hardly be learnt")
+    if warmup_s is not None and warmup_s < truth.reconfig_pause_s:
+        out.append(f"warmup_s {warmup_s:g} < operator.reconfig_pause_s {truth.reconfig_pause_s:g}: decisions may "
+                   "be taken while the operator is still paused")
+    if control_period_s > 3600:
+        out.append(f"control_period_s {control_period_s:g}: more than an hour between decisions")
+    return out
 
 
 def _find(ref: str, scenario_path: Path) -> Path:
@@ -81,10 +100,12 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     where = source
     if not isinstance(data, Mapping):
         raise UserError(f"{where}: a scenario must be a mapping (name, cluster, operator, workload)")
+    check_keys(data, SCENARIO_KEYS, where)
     cluster = data.get("cluster")
     if not isinstance(cluster, Mapping):
         raise UserError(f"{where}: missing 'cluster' (latency_map or nodes + rtt_ms, min/max_replicas)")
     if "latency_map" in cluster:
+        check_keys(cluster, CLUSTER_KEYS, f"{where}: cluster")
         ref = cluster["latency_map"]
         if isinstance(ref, Mapping):
             lmap = latency_map_from_dict(ref, f"{where}: cluster.latency_map")
@@ -98,44 +119,51 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     op = data.get("operator") or {}
     if not isinstance(op, Mapping):
         raise UserError(f"{where}: 'operator' must be a mapping of ground-truth values")
+    check_keys(op, OPERATOR_KEYS, f"{where}: operator")
+    w_op = f"{where}: operator"
     truth = GroundTruth(
-        alpha=float(_num(op, "alpha", 60.0, f"{where}: operator", minimum=1e-9)),
-        beta=float(_num(op, "beta", 0.9, f"{where}: operator", minimum=1e-9)),
-        gamma=float(_num(op, "gamma", 0.1, f"{where}: operator")),
-        noise=float(_num(op, "noise", 0.03, f"{where}: operator")),
-        reconfig_pause_s=float(_num(op, "reconfig_pause_s", 120.0, f"{where}: operator")),
-        initial_replicas=int(_num(op, "initial_replicas", 2, f"{where}: operator", minimum=1)),
+        alpha=float(number(op, "alpha", 60.0, w_op, lo=0.0, lo_open=True)),
+        beta=float(number(op, "beta", 0.9, w_op, lo=0.0, lo_open=True)),
+        gamma=float(number(op, "gamma", 0.1, w_op, lo=0.0)),
+        noise=float(number(op, "noise", 0.03, w_op, lo=0.0, hi=1.0, hi_open=True)),
+        reconfig_pause_s=float(number(op, "reconfig_pause_s", 120.0, w_op, lo=0.0)),
+        initial_replicas=number(op, "initial_replicas", 2, w_op, lo=1, integer=True),
     )
     workload = data.get("workload")
     if workload is None:
         raise UserError(f"{where}: missing 'workload' (kind: {' | '.join(WORKLOAD_KINDS)})")
-    if not isinstance(workload, Mapping) or workload.get("kind") not in WORKLOAD_KINDS:
-        kind = workload.get("kind") if isinstance(workload, Mapping) else workload
-        raise UserError(f"{where}: workload kind {kind!r} unknown; expected one of {', '.join(WORKLOAD_KINDS)}")
-    workload = dict(workload)
+    workload = check_workload(workload, where)
     if workload["kind"] == "csv" and "path" in workload:
         workload["path"] = str(_find(str(workload["path"]), path or Path(source)))
 
-    min_r = int(_num(cluster, "min_replicas", 1, f"{where}: cluster", minimum=1))
-    max_r = int(_num(cluster, "max_replicas", len(lmap.names), f"{where}: cluster", minimum=1))
+    w_cl = f"{where}: cluster"
+    min_r = number(cluster, "min_replicas", 1, w_cl, lo=1, integer=True)
+    max_r = number(cluster, "max_replicas", len(lmap.names), w_cl, lo=1, integer=True)
     if max_r < min_r:
         raise UserError(f"{where}: cluster.max_replicas ({max_r}) < min_replicas ({min_r})")
     if max_r > len(lmap.names):
         raise UserError(f"{where}: cluster.max_replicas ({max_r}) exceeds the {len(lmap.names)} nodes of the map")
-    if truth.initial_replicas > max_r:
-        raise UserError(f"{where}: operator.initial_replicas ({truth.initial_replicas}) > max_replicas ({max_r})")
-    warmup = data.get("warmup_s")
+    if not min_r <= truth.initial_replicas <= max_r:
+        raise UserError(f"{where}: operator.initial_replicas ({truth.initial_replicas}) outside "
+                        f"[min_replicas, max_replicas] = [{min_r}, {max_r}]")
+    period = float(number(data, "control_period_s", 60.0, where, lo=MIN_CONTROL_PERIOD_S))
+    warmup = None if data.get("warmup_s") is None else float(number(data, "warmup_s", 0, where, lo=0.0))
+    name = data.get("name")
+    if name is not None and not isinstance(name, str | int):
+        raise UserError(f"{where}: 'name' must be a string, got {name!r}")
     return Scenario(
-        name=str(data.get("name") or (path.stem if path else "scenario")),
+        name=str(name or (path.stem if path else "scenario")),
         latency_map=lmap,
         truth=truth,
         workload=workload,
-        control_period_s=float(_num(data, "control_period_s", 60.0, where, minimum=1e-3)),
+        control_period_s=period,
         min_replicas=min_r,
         max_replicas=max_r,
-        warmup_s=None if warmup is None else float(_num(data, "warmup_s", 0, where)),
-        seed=int(_num(data, "seed", 1, where)),
+        warmup_s=warmup,
+        seed=number(data, "seed", 1, where, lo=0, integer=True),
         source=source,
+        warnings=(*_suspicious(truth, period, warmup),
+                  *(w for w in lmap.warnings if f"above {SUSPICIOUS_RTT_MS:g} ms" in w)),
     )
 
 

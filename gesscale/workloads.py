@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from gesscale.errors import UserError
+from gesscale.schema import check_keys, number
 
 # Approximate share (%) of a weekday's NYC yellow-taxi pickups by hour of day 0..23 (shared/DESIGN.md §4).
 _TAXI_HOURLY_PERCENT = (
@@ -35,6 +36,61 @@ _TAXI_HOURLY_PERCENT = (
 TAXI_HOURLY_SHARE: tuple[float, ...] = tuple(p / sum(_TAXI_HOURLY_PERCENT) for p in _TAXI_HOURLY_PERCENT)
 
 WORKLOAD_KINDS = ("taxi", "cosine", "random", "increasing", "decreasing", "spike", "steps", "csv")
+# The keys each kind takes (besides `kind`); a scenario's workload with any other key is refused.
+WORKLOAD_KEYS: dict[str, tuple[str, ...]] = {
+    "taxi": ("speed", "duplication", "days", "rides_per_day", "start_hour"),
+    "cosine": ("mean", "amplitude", "period_s", "noise", "duration_s"),
+    "random": ("mean", "spread", "jump_prob", "step", "duration_s"),
+    "increasing": ("start", "end", "duration_s"),
+    "decreasing": ("start", "end", "duration_s"),
+    "spike": ("base", "peak", "at_s", "width_s", "duration_s"),
+    "steps": ("levels", "step_s"),
+    "csv": ("path", "duration_s"),
+}
+# Per key: (lower bound, lower bound open, upper bound, upper bound open, whole number). Keys not listed are
+# rates or times >= 0. Relative noise and the random walk's relative step are fractions below 1; a probability
+# per second is at most 1; a ride is sent a whole number of times.
+_RANGES: dict[str, tuple[float, bool, float | None, bool, bool]] = {
+    "speed": (0.0, True, None, False, False),
+    "duplication": (1.0, False, None, False, True),
+    "days": (0.0, True, None, False, False),
+    "rides_per_day": (1.0, False, None, False, True),
+    "start_hour": (0.0, False, 24.0, True, False),
+    "period_s": (0.0, True, None, False, False),
+    "noise": (0.0, False, 1.0, True, False),
+    "step": (0.0, False, 1.0, True, False),
+    "jump_prob": (0.0, False, 1.0, False, False),
+    "width_s": (0.0, True, None, False, False),
+    "step_s": (0.0, True, None, False, False),
+    "duration_s": (0.0, True, None, False, False),
+}
+
+
+def check_workload(spec: Any, where: str) -> dict[str, Any]:
+    """A scenario's `workload:` mapping, checked strictly: a known kind, only that kind's keys, every number
+    finite and in its range (relative noise and walk step in [0, 1), whole duplication and rides per day).
+    Returns a copy; problems are one `UserError` line starting with `where`."""
+    if not isinstance(spec, Mapping) or spec.get("kind") not in WORKLOAD_KINDS:
+        kind = spec.get("kind") if isinstance(spec, Mapping) else spec
+        raise UserError(f"{where}: workload kind {kind!r} unknown; expected one of {', '.join(WORKLOAD_KINDS)}")
+    kind = str(spec["kind"])
+    check_keys(spec, ("kind", *WORKLOAD_KEYS[kind]), f"{where}: workload ({kind})")
+    out = dict(spec)
+    for key, value in spec.items():
+        if key in ("kind", "path", "levels") or value is None:
+            continue
+        lo, lo_open, hi, hi_open, whole = _RANGES.get(key, (0.0, False, None, False, False))
+        if key in ("start", "end", "mean", "amplitude", "base", "peak"):
+            lo, lo_open = None, False  # a shape's level may dip below zero (rates are clipped at 0), e.g. a cosine
+        out[key] = number(spec, key, None, f"{where}: workload ({kind})", lo=lo, hi=hi, lo_open=lo_open,
+                          hi_open=hi_open, integer=whole)  # fmt: skip
+    if kind == "steps":
+        levels = spec.get("levels")
+        if not isinstance(levels, list) or not levels:
+            raise UserError(f"{where}: workload (steps): 'levels' must be a non-empty list of rates")
+        for i, level in enumerate(levels):
+            number({f"levels[{i}]": level}, f"levels[{i}]", None, f"{where}: workload (steps)", lo=0.0)
+    return out
 
 
 def _get(spec: Mapping[str, Any], key: str, default: Any = None, *, positive: bool = False) -> Any:
@@ -44,6 +100,8 @@ def _get(spec: Mapping[str, Any], key: str, default: Any = None, *, positive: bo
     if isinstance(default, int | float) or isinstance(value, int | float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise UserError(f"workload '{spec.get('kind')}': '{key}' must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise UserError(f"workload '{spec.get('kind')}': '{key}' must be finite, got {value}")
         if value < 0 or (positive and value == 0):
             raise UserError(f"workload '{spec.get('kind')}': '{key}' must be {'> 0' if positive else '>= 0'}")
     return value

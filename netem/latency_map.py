@@ -56,6 +56,12 @@ DEFAULT_BASE_MS = 1.0  # switching, last mile and host stack, added once per rou
 # n^2. Measured here (geo-derived map, load + graph + a 5-node placement): 1 000 nodes 4 s and 0.3 GB, 2 000 nodes
 # 17 s and 1.1 GB; 10 000 would need ~27 GB. A larger map is refused up front with one line.
 MAX_NODES = 2000
+# The largest RTT taken, in ms. The longest terrestrial fibre round trip (antipodes, stretched routes) is about
+# 400 ms and a geostationary satellite hop about 600 ms; 10 s is past any network a fog cluster crosses, so a
+# larger value is a unit mistake (s or us for ms) or a typo, refused rather than emulated. Above
+# SUSPICIOUS_RTT_MS (1 s, more than a satellite hop) a map still loads, with a warning.
+MAX_RTT_MS = 10_000.0
+SUSPICIOUS_RTT_MS = 1_000.0
 
 
 @dataclass(frozen=True)
@@ -385,6 +391,9 @@ def _number(value: Any, where: str, what: str = "RTT") -> float:
         raise UserError(f"{where}: {what} must be finite, got {value!r}")
     if value < 0:
         raise UserError(f"{where}: {what} must not be negative, got {value}")
+    if what in ("RTT", "rtt_ms") and value > MAX_RTT_MS:
+        raise UserError(f"{where}: {what} {value:g} ms is above {MAX_RTT_MS:g} ms, the largest RTT taken (a "
+                        "satellite hop is ~600 ms: is the unit ms?)")
     return float(value)
 
 
@@ -523,6 +532,8 @@ def _parse_changes(raw: Any, nodes: Mapping[str, Node], source: str) -> tuple[Li
             add = entry["add_rtt_ms"]
             if isinstance(add, bool) or not isinstance(add, int | float) or not math.isfinite(add):
                 raise UserError(f"{where}: add_rtt_ms must be a finite number, got {add!r}")
+            if abs(add) > MAX_RTT_MS:
+                raise UserError(f"{where}: add_rtt_ms {add:g} is beyond ±{MAX_RTT_MS:g} ms, the largest RTT taken")
             values.append(("add_rtt_ms", float(add)))
         values += [(k, _property(k, entry[k], where)) for k in PROPERTY_KEYS if k in entry]
         if not values:
@@ -624,6 +635,11 @@ def latency_map_from_dict(data: Any, source: str = "<inline>", *, other_keys: It
             state.apply(change, link_defaults, f"{source}: changes[{i}]")
 
     result = LatencyMap(nodes, rtts, source, [], link_defaults, links, changes)
+    long = [p for p, v in rtts.items() if v > SUSPICIOUS_RTT_MS]
+    if long:
+        a, b = sorted(long[0])
+        result.warnings.append(f"{source}: {len(long)} pair(s) above {SUSPICIOUS_RTT_MS:g} ms, e.g. ({a}, {b}) "
+                               f"at {rtts[long[0]]:g} ms: longer than a satellite hop; is the unit ms?")
     result.warnings.extend(triangle_violations(result))
     return result
 

@@ -100,6 +100,6 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"cannot write {json_out}: {ex.strerror}") from None
             out.print(f"wrote {json_out}")
         if plot is not None:
-            for pid, runs in results.items():
-                path = plot_run(runs[0], plot / f"{sc.name}-{pid}.png")
+            for pid in ids:  # the requested policies (the references run for the regret columns only)
+                path = plot_run(results[pid][0], plot / f"{sc.name}-{pid}.png")
                 out.print(f"wrote {path}")

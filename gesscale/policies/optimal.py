@@ -122,11 +122,11 @@ class OptimalPolicy(Policy):
         if self.plan is None or self.problem is None:
             return None
         return {
-            "optimal_cost_lower": self.plan.cost_lower,
-            "optimal_cost_upper": self.plan.cost_upper,
-            "plan_cost": self.plan.cost_plan,
-            "discretisation_gap": self.plan.gap,
-            "backlog_step": self.plan.backlog_step,
+            "optimal_cost_lower": float(self.plan.cost_lower),
+            "optimal_cost_upper": float(self.plan.cost_upper),
+            "plan_cost": float(self.plan.cost_plan),
+            "discretisation_gap": float(self.plan.gap),
+            "backlog_step": float(self.plan.backlog_step),
             "max_delay_s": self.problem.max_delay_s,
             "max_excess": self.problem.max_excess,
             "feasible": self.plan.feasible,

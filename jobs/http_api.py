@@ -8,8 +8,12 @@ Routes (see docs/job.md for bodies):
   POST /executors/add       {"host": "H" (optional), "wait_s": 60, "warm": false}  (auth)
   POST /executors/remove    {"host": "H"} or {"ids": [...]}, "wait_s": 30 (auth)
   POST /executors/warm      {} : run the warm-up job (jobs/warm.py) on every executor (auth)
-Auth: header `Authorization: Bearer <token>`, token from the environment variable `GESSCALE_JOB_TOKEN`;
-without it the hook routes answer 403.
+Auth: header `Authorization: Bearer <token>` (nothing else), token from the environment variable
+`GESSCALE_JOB_TOKEN`; without it the hook routes answer 403.
+
+The server is built not to be held by a client: the token is checked before the body is read, a POST needs a
+Content-Length (411 without it) of at most `MAX_BODY` bytes (413 above, refused before reading), sockets time
+out, and requests run on a bounded pool of threads (jobs/http_server.py), not one thread per connection.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ import hmac
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from jobs.executors import ScalingUnsupported
 from jobs.hook import HookError, ScalingHook
+from jobs.http_server import PooledHTTPServer
 
 TOKEN_ENV = "GESSCALE_JOB_TOKEN"
+MAX_BODY = 64 * 1024  # the hook's bodies are a few dozen bytes
+BEARER = "Bearer "
 
 
 class DriverApi:
@@ -42,9 +49,35 @@ class DriverApi:
             return 503, "the job is still starting Spark"
         if self.token is None:
             return 403, f"scaling hook disabled: set {TOKEN_ENV} in the job's environment"
-        given = (header or "").removeprefix("Bearer ").strip()
+        header = header or ""
+        given = header[len(BEARER):].strip() if header.startswith(BEARER) else ""
+        # compared in constant time whatever was given (an empty token never matches: self.token is not empty)
         if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return 401, "missing or wrong bearer token"
+            return 401, "missing or wrong bearer token (header 'Authorization: Bearer <token>')"
+        return None
+
+    def refuse_early(
+        self, method: str, path: str, auth: str | None, length: str | None
+    ) -> tuple[int, str, bytes] | None:
+        """The answer to a request that must be refused before its body is read (unknown route, no or wrong
+        token, missing or too large Content-Length); None when the body may be read."""
+        if path in ("/metrics", "/observation") and method == "GET":
+            return None
+        if not path.startswith("/executors"):
+            return _json(404, {"error": f"no route {method} {path}"})
+        denied = self._authorised(auth)
+        if denied is not None:
+            return _json(denied[0], {"error": denied[1]})
+        if method == "POST" and length is None:
+            return _json(411, {"error": "a POST needs a Content-Length header"})
+        try:
+            size = int(length or 0)
+        except ValueError:
+            return _json(400, {"error": f"bad Content-Length {length!r}"})
+        if size < 0:
+            return _json(400, {"error": f"bad Content-Length {length!r}"})
+        if size > MAX_BODY:
+            return _json(413, {"error": f"body of {size} bytes refused: at most {MAX_BODY}"})
         return None
 
     def handle(self, method: str, path: str, auth: str | None, body: bytes) -> tuple[int, str, bytes]:
@@ -86,18 +119,29 @@ def _json(status: int, payload: Any) -> tuple[int, str, bytes]:
     return status, "application/json", json.dumps(payload).encode()
 
 
-def serve(api: DriverApi, host: str, port: int) -> ThreadingHTTPServer:
-    """Start serving `api` on host:port in a daemon thread; `server.shutdown()` stops it.
+def serve(
+    api: DriverApi, host: str, port: int, *, workers: int = 8, timeout_s: float = 10.0
+) -> PooledHTTPServer:
+    """Start serving `api` on host:port in a daemon thread; `server.shutdown()` then `server.server_close()`
+    stop it. At most `workers` requests are served at once; a socket silent for `timeout_s` is closed.
 
     Raises OSError when the port is taken.
     """
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = timeout_s  # socket timeout while reading the request and writing the answer
+
         def _serve(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            status, ctype, payload = api.handle(method, self.path.split("?", 1)[0], self.headers.get("Authorization"),
-                                                body)
+            path = self.path.split("?", 1)[0]
+            auth, length = self.headers.get("Authorization"), self.headers.get("Content-Length")
+            early = api.refuse_early(method, path, auth, length)
+            if early is not None:
+                self.close_connection = True  # the body (if any) was not read: do not parse it as a request
+                status, ctype, payload = early
+            else:
+                size = int(length or 0)
+                body = self.rfile.read(size) if size else b""
+                status, ctype, payload = api.handle(method, path, auth, body)
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(payload)))
@@ -113,7 +157,6 @@ def serve(api: DriverApi, host: str, port: int) -> ThreadingHTTPServer:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logs
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    server = PooledHTTPServer((host, port), Handler, workers=workers, idle_timeout_s=timeout_s)
     threading.Thread(target=server.serve_forever, name="gesscale-driver-api", daemon=True).start()
     return server

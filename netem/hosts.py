@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from netem.inventory_fields import CHECKS, check_host_vars, duplicate_addresses
 from netem.latency_map import LatencyMap
 
 CONNECTION_VARS = (
@@ -69,7 +70,12 @@ def _truthy(value: Any) -> bool:
 
 
 def host_from_vars(name: str, hostvars: Mapping[str, Any]) -> Host:
-    """Build a `Host` from one host's (already templated) inventory variables."""
+    """Build a `Host` from one host's (already templated) inventory variables.
+
+    Every variable that reaches a command or a rendered file is checked against its strict pattern first
+    (`netem.inventory_fields`): an interface name with a quote or a newline is refused, not quoted.
+    """
+    check_host_vars(name, hostvars)
     ssh_host = hostvars.get("ansible_host")
     address = hostvars.get("netem_address", ssh_host)
     port = hostvars.get("ansible_port") or 22
@@ -102,6 +108,7 @@ def hosts_for_map(hosts: Mapping[str, Host], lmap: LatencyMap, source: str = "in
     if absent:
         raise UserError(f"{lmap.source}: node(s) {', '.join(absent)} not in {source}")
     chosen = {n: hosts[n] for n in lmap.names}
+    _refuse_shared_addresses({n: h.address for n, h in hosts.items()}, source)
     for host in chosen.values():
         if not host.address:
             raise UserError(f"{source}: host {host.name} has no address (set ansible_host or netem_address)")
@@ -121,6 +128,15 @@ def hosts_for_map(hosts: Mapping[str, Host], lmap: LatencyMap, source: str = "in
             "inventory needs its RTTs: add the node to the map, or use an inventory of the map's hosts only)"
         )
     return chosen
+
+
+def _refuse_shared_addresses(addresses: Mapping[str, str | None], source: str) -> None:
+    """Two hosts on one IP would get each other's delays (the filters match by destination address)."""
+    shared = duplicate_addresses(addresses)
+    if shared:
+        address, first, second = shared[0]
+        raise UserError(f"{source}: hosts {first} and {second} have the same address {address} (each host needs its "
+                        "own; set netem_address to the node's IP on the cluster network)")
 
 
 def load_inventory(path: str | Path) -> dict[str, Host]:
@@ -145,7 +161,7 @@ def load_inventory(path: str | Path) -> dict[str, Host]:
         all_vars = variables.get_vars(host=h)
         templar = Templar(loader=loader, variables=all_vars)
         wanted: dict[str, Any] = {}
-        for key in CONNECTION_VARS:
+        for key in (*CONNECTION_VARS, *(k for k in CHECKS if k not in CONNECTION_VARS)):
             if key in all_vars:
                 try:
                     wanted[key] = templar.template(all_vars[key])
@@ -154,4 +170,5 @@ def load_inventory(path: str | Path) -> dict[str, Host]:
         hosts[h.name] = host_from_vars(h.name, wanted)
     if not hosts:
         raise UserError(f"{p}: no hosts in inventory (is it an Ansible inventory?)")
+    _refuse_shared_addresses({n: h.address for n, h in hosts.items()}, str(p))
     return hosts

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gesscale.errors import UserError
+from netem.inventory_fields import check_device
 from netem.latency_map import LatencyMap
 
 MODES = ("netem", "structural")
@@ -174,6 +175,8 @@ def build_plan(
     no_dev = [n for n in targets if not devices.get(n)]
     if no_dev:
         raise UserError(f"no network device known for {', '.join(no_dev)} (set netem_device in the inventory)")
+    for n in targets:  # the name goes into the script, its comment and the marker path: a strict pattern only
+        check_device(n, devices[n])
     if len(names) > 0xFFFF - FIRST_PEER_MINOR:
         raise UserError(f"{lmap.source}: too many nodes for one htb root ({len(names)})")
     plans: dict[str, NodePlan] = {}

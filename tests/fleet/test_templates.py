@@ -36,7 +36,7 @@ def test_k3s_config_carries_token_addresses_and_node_labels(rendered):
     assert server["node-ip"] == "192.168.50.101" and server["tls-san"] == ["192.168.50.101"]
     assert "server" not in server
     assert set(server["node-label"]) == {
-        "gesscale.io/pool=fog", "gesscale.io/region=umea", "gesscale.io/lat=63.826N", "gesscale.io/lon=20.263E",
+        "gesscale.io/region=umea", "gesscale.io/lat=63.826N", "gesscale.io/lon=20.263E",
         "gesscale.io/cpu-budget=1.0", "gesscale.io/arch=arm64",
     }  # fmt: skip
     london = yaml.safe_load((rendered / "pi07.config.yaml").read_text())

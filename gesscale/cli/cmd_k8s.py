@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from gesscale.errors import UserError
+from gesscale.k8s.names import POOL_LABEL
 
 k8s_app = typer.Typer(
     help="Spark on Kubernetes (k3s): generate the job's manifests, submit it, run the controller against it.",
@@ -67,6 +68,8 @@ def submit(
     app: str = _APP,
     namespace: str = _NS,
     image: str = typer.Option("gesscale-job:0.1.0", "--image", help="Container image with Spark and gesscale."),
+    controller_image: str = typer.Option("gesscale-controller:0.1.0", "--controller-image",
+                                         help="Container image of the controller (Dockerfile, target controller)."),
     bootstrap: str = typer.Option("pi02:9092", "--bootstrap", help="Kafka bootstrap as pods reach it."),
     executors: int = typer.Option(2, "--executors", min=0, help="Executors the driver starts with."),
     executor_memory: str = typer.Option("1g", "--executor-memory", help="Executor heap (Spark syntax: 1g, 768m)."),
@@ -84,18 +87,21 @@ def submit(
     from gesscale.k8s.manifests import bundle, write_bundle
     from gesscale.k8s.spec import SubmitSpec
 
-    spec = SubmitSpec(app=app, namespace=namespace, image=image, bootstrap=bootstrap, executors=executors,
+    spec = SubmitSpec(app=app, namespace=namespace, image=image, controller_image=controller_image,
+                      bootstrap=bootstrap, executors=executors,
                       executor_memory=executor_memory, executor_cpu_request=executor_cpu,
                       executor_cpu_limit=executor_cpu, controller_service_account=controller_sa,
                       driver_service_account=driver_sa)
     _print_written(write_bundle(bundle(spec), out))
     typer.echo(
         "\nSubmit it (the first executors go to the nodes you label; the controller manages the label after):\n"
-        f"  kubectl label node <node> gesscale.io/pool={app}        # once per initial executor node\n"
+        f"  kubectl label node <node> {POOL_LABEL}={app} --overwrite   # once per initial executor node\n"
         f"  kubectl apply -f {out / 'driver.yaml'} -f {out / 'rbac.yaml'}\n"
         f"  kubectl -n {namespace} create secret generic {spec.token_secret} "
         "--from-literal=token=$(openssl rand -hex 16)\n"
-        f"Then run the controller with --hook-url {spec.hook_url}"
+        f"  kubectl apply -f {out / 'controller.yaml'}        # the controller, in the cluster\n"
+        f"Or run the controller on a laptop: kubectl -n {namespace} port-forward svc/{spec.driver_service} "
+        f"{spec.http_port}:{spec.http_port}, then gesscale k8s run --hook-url http://127.0.0.1:{spec.http_port}"
     )
 
 

@@ -15,6 +15,7 @@ from kubernetes import client
 from pydantic import ValidationError
 
 from gesscale.errors import UserError
+from gesscale.k8s.controller import controller_deployment
 from gesscale.k8s.rbac import controller_rbac
 from gesscale.k8s.spec import TEMPLATE_FILE, SubmitSpec, driver_manifests, executor_pod_template, spark_conf
 
@@ -80,13 +81,16 @@ def bundle(spec: SubmitSpec, restart: bool = True) -> dict[str, str]:
     rbac_docs = controller_rbac(spec.namespace, spec.controller_service_account, restart=restart)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.namespace}}
     driver_docs = [namespace, *driver_manifests(spec, template_yaml)]
-    for name, docs in (("rbac.yaml", rbac_docs), (TEMPLATE_FILE, [template]), ("driver.yaml", driver_docs)):
+    controller_docs = [controller_deployment(spec)]
+    for name, docs in (("rbac.yaml", rbac_docs), (TEMPLATE_FILE, [template]), ("driver.yaml", driver_docs),
+                       ("controller.yaml", controller_docs)):
         for i, doc in enumerate(docs):
             validate(doc, f"{name} document {i + 1}")
     return {
         "rbac.yaml": HEADER + dump_all(rbac_docs),
         TEMPLATE_FILE: HEADER + template_yaml,
         "driver.yaml": HEADER + dump_all(driver_docs),
+        "controller.yaml": HEADER + dump_all(controller_docs),
         "spark-defaults.conf": HEADER + spark_defaults(spark_conf(spec)),
     }
 

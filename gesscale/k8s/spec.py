@@ -56,6 +56,8 @@ class SubmitSpec:
     app: str = "gesscale-job"
     namespace: str = "spark"
     image: str = "gesscale-job:0.1.0"
+    controller_image: str = "gesscale-controller:0.1.0"  # Dockerfile, target `controller`
+    controller_strategy: str = "live"  # `gesscale k8s run --strategy` of the controller Deployment
     bootstrap: str = "pi02:9092"  # the kafka host of inventory/pi10 (k3s resolves node names in pods)
     input_topic: str = "rides"
     output_topic: str = "rides-enriched"
@@ -89,6 +91,8 @@ class SubmitSpec:
             ("token secret", self.token_secret),
         ):
             check_dns_label(name, what)
+        if self.controller_strategy not in ("live", "restart"):
+            raise UserError(f"controller strategy {self.controller_strategy!r}: expected live or restart")
         if self.executors < 0:
             raise UserError("executors must be >= 0")
         if self.executor_cores < 1:

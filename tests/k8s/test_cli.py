@@ -51,7 +51,7 @@ def test_submit_and_manifests_write_the_checked_bundle(tmp_path, capsys):
     expected = bundle(SubmitSpec(app="taxi", executors=3))
     for name, text in expected.items():
         assert (tmp_path / "job" / name).read_text() == text
-    assert "kubectl label node <node> gesscale.io/pool=taxi" in capsys.readouterr().out
+    assert "kubectl label node <node> gesscale.io/pool=taxi --overwrite" in capsys.readouterr().out
     assert main(["k8s", "manifests", "-o", str(tmp_path / "rbac"), "--live-only"]) == 0
     docs = list(yaml.safe_load_all((tmp_path / "rbac" / "rbac.yaml").read_text()))
     role = next(d for d in docs if d["kind"] == "Role")

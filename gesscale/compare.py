@@ -244,12 +244,13 @@ def series_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, tupl
 
 def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int, workers: int = 1,
                   requested: Sequence[str] | None = None) -> list[Path]:
-    """matrix.json, regret.json, matrix.md, the two heatmaps and one replicas-over-time PNG per scenario; returns
-    the paths. matrix.json holds the `requested` policies (default: all); the rest hold the references too.
+    """matrix.json, regret.json, matrix.md, the two heatmaps, regret-boxplots.png and one replicas-over-time PNG
+    per scenario; returns the paths. matrix.json holds the `requested` policies (default: all); the rest hold
+    the references too.
 
     The figures are drawn on `workers` processes (matplotlib is the slow part once the runs are done).
     """
-    from gesscale.compare_plots import heatmap, normalised_cost, replicas_plot
+    from gesscale.compare_plots import heatmap, normalised_cost, regret_boxplots, replicas_plot
     from gesscale.report import write_json
 
     out = Path(out_dir)
@@ -271,6 +272,7 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
         (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"), {}),
         (heatmap, (excess, "excess time (fraction of the input duration, medians)", out / "heatmap-excess.png"),
          {"fmt": "{:.3f}", "power": 0.3}),
+        (regret_boxplots, (regret_matrix, out / "regret-boxplots.png"), {}),
     ]
     for sc, series in series_by_scenario(results).items():
         figures.append((replicas_plot, (sc, series, period[sc], out / f"replicas-{sc}.png"), {}))

@@ -3,6 +3,8 @@
 - `heatmap`: policies × scenarios, one colour per cell with its value written in; used for the normalised
   cost (cost / the `ideal` oracle's cost in that scenario, or / the cheapest policy without an oracle) and for
   the excess time.
+- `regret_boxplots`: per policy, the distribution over scenarios of cost / optimal and of excess − optimal's
+  (one point per scenario; failing scenarios drawn as red crosses and left out of the boxes).
 - `replicas_plot`: one small panel per policy showing its replicas over time (first seed) against the ideal
   replica count (demand), so under- and over-provisioning of every policy can be read on one page.
 """
@@ -82,6 +84,36 @@ def heatmap(
                         color="white" if dark else "black")
     ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.03)
+    return _save(plt, fig, path, dpi=110)
+
+
+def regret_boxplots(regret_matrix: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path) -> Path:
+    """Two panels of box plots over scenarios (scenario → policy → `gesscale.regret` row): cost / optimal and
+    excess − optimal's, per policy; a scenario where the policy failed is a red cross outside the box."""
+    plt = _pyplot()
+    policies = sorted({p for per in regret_matrix.values() for p in per})
+    fig, axes = plt.subplots(2, 1, figsize=(1.5 + 0.6 * len(policies), 7.5), sharex=True)
+    for ax, key, label in ((axes[0], "cost_vs_optimal", "cost / optimal"),
+                           (axes[1], "excess_vs_optimal", "excess time − optimal's")):
+        ok, bad = [], []
+        for p in policies:
+            rows = [per[p] for per in regret_matrix.values() if p in per and per[p].get(key) is not None]
+            ok.append([float(r[key]) for r in rows if not r.get("failed_seeds")])
+            bad.append([float(r[key]) for r in rows if r.get("failed_seeds")])
+        ax.boxplot([v if v else [math.nan] for v in ok], positions=range(len(policies)), widths=0.6,
+                   showfliers=True)
+        for i, values in enumerate(bad):
+            if values:
+                ax.scatter([i] * len(values), values, marker="x", color="tab:red", zorder=3,
+                           label="FAIL (backlog never drained)" if i == next(j for j, v in enumerate(bad) if v)
+                           else None)
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+        if any(bad):
+            ax.legend(loc="center left", fontsize=8)
+    axes[0].axhline(1.0, color="grey", lw=0.8)
+    axes[0].set_title(f"regret over {len(regret_matrix)} scenario(s) (medians over seeds)")
+    axes[1].set_xticks(range(len(policies)), labels=policies, rotation=35, ha="right")
     return _save(plt, fig, path, dpi=110)
 
 

@@ -89,7 +89,8 @@ def test_compare_cli_writes_the_three_kinds_of_output(tmp_path: Path, capsys: py
         assert per["ideal"]["excess_time"] == 0.0
     md = (out / "matrix.md").read_text()
     assert "## excess_time" in md and "**" in md
-    pngs = ["heatmap-cost.png", "heatmap-excess.png", "replicas-mini-steps.png", "replicas-mini-spike.png"]
+    pngs = ["heatmap-cost.png", "heatmap-excess.png", "regret-boxplots.png", "replicas-mini-steps.png",
+            "replicas-mini-spike.png"]
     for name in pngs:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     printed = capsys.readouterr().out

@@ -211,6 +211,37 @@ PROBES: tuple[Callable[[str], ProbeResult], ...] = (
 )
 
 
+KILL_PROBE = "acknowledged records survive kill -9"
+
+
+def probe_acked_survive_kill(bootstrap: str, crash: Callable[[], None], records: int = 3000) -> ProbeResult:
+    """Records acknowledged with acks=all just before the broker is killed with SIGKILL (and restarted by
+    `crash`) are all still there afterwards: the broker acknowledges only what survives a process kill.
+
+    Not among PROBES: it needs a way to kill and restart the broker (`gesscale broker check --kill-restart`).
+    The topic is created and given a first record 3 s before, so that only the acknowledged records are tested.
+    """
+    from kafka import KafkaProducer
+
+    from gesscale.brokers.topics import read_values
+
+    with _scratch_topic(bootstrap, "kill", partitions=2) as topic:
+        _fill(bootstrap, topic, 1, 1)
+        time.sleep(3.0)
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+        try:
+            futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode()) for i in range(records)]
+            producer.flush(timeout=60)
+            acked = {f"v{i}".encode() for i, f in enumerate(futures) if f.succeeded()}
+            crash()
+        finally:
+            producer.close(timeout=1)
+        held = {value for _, _, value in read_values(bootstrap, topic)}
+    lost = len(acked - held)
+    return ProbeResult(KILL_PROBE, lost == 0 and len(acked) == records,
+                       f"{len(acked)} of {records} acknowledged, {lost} of them missing after kill -9 and restart")
+
+
 def run_probes(bootstrap: str) -> list[ProbeResult]:
     """Run every probe; a probe that raises counts as failed with the exception as its detail."""
     results = []

@@ -12,7 +12,8 @@ from pathlib import Path
 from gesscale.brokers import state
 from gesscale.brokers.kafka import start_kafka
 from gesscale.brokers.mqtt import start_mosquitto
-from gesscale.brokers.process import ManagedProcess, port_answers
+from gesscale.brokers.process import ManagedProcess, port_answers, spawn, wait_until_listening
+from gesscale.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -109,3 +110,33 @@ def status(data_dir: Path) -> list[BrokerStatus]:
             )
         )
     return out
+
+
+def kill_and_restart(data_dir: Path, role: str = "kafka", down_s: float = 0.3) -> None:
+    """SIGKILL the broker `up` recorded under `data_dir` (a crash), start it again `down_s` later with the same
+    command line and data, and record the new PID. For the kill -9 conformance probe."""
+    import signal
+    import time
+
+    data_dir = data_dir.resolve()
+    records = state.load(data_dir)
+    rec = records.get(role)
+    if rec is None or not rec.running():
+        raise UserError(f"no running {role} broker recorded in {data_dir} (start it with 'gesscale broker up')")
+    os_kill(rec.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while rec.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(down_s)
+    proc = spawn(rec.argv, Path(rec.log), cwd=Path(rec.data_dir))
+    wait_until_listening(proc, rec.port, f"{role} broker ({rec.impl})")
+    rec.pid = proc.pid
+    records[role] = rec
+    state.save(data_dir, records)
+
+
+def os_kill(pid: int, sig: int) -> None:
+    """Send `sig` to `pid` (a separate function so that the only signal this module sends is easy to find)."""
+    import os
+
+    os.kill(pid, sig)

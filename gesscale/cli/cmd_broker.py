@@ -90,22 +90,58 @@ def status(data_dir: Path = DATA_DIR_OPT) -> None:
 @broker_app.command("check")
 def check(
     bootstrap: str = typer.Option(..., "--bootstrap", "-b", help="Kafka bootstrap address host:port to probe."),
+    kill_restart: bool = typer.Option(
+        False, "--kill-restart", help="Also probe durability: kill -9 the broker 'broker up' recorded in --data-dir "
+        "right after acknowledged writes, restart it, count what survived."),
+    kill_restart_cmd: str | None = typer.Option(
+        None, "--kill-restart-cmd", help="The same durability probe for any Kafka: a shell command that kills the "
+        "broker with SIGKILL and starts it again (returns once it is started)."),
+    data_dir: Path = DATA_DIR_OPT,
 ) -> None:
     """Run the conformance probes (tests/broker) against any Kafka; exit 1 when one fails."""
-    from gesscale.brokers.conformance import run_probes
+    from gesscale.brokers.conformance import probe_acked_survive_kill, run_probes
     from gesscale.brokers.process import port_answers
     from gesscale.errors import UserError
 
     host, _, port = bootstrap.rpartition(":")
     if not port.isdigit() or not port_answers(int(port), host or "127.0.0.1", timeout_s=3):
         raise UserError(f"no broker answers at {bootstrap}")
+    if kill_restart and kill_restart_cmd:
+        raise UserError("give either --kill-restart or --kill-restart-cmd, not both")
+    crash = _crash(kill_restart, kill_restart_cmd, data_dir, int(port))
     table = Table("probe", "result", "detail")
     results = run_probes(bootstrap)
+    if crash is not None:
+        results.append(probe_acked_survive_kill(bootstrap, crash))
     for r in results:
         table.add_row(r.name, "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", r.detail)
     Console(width=160).print(table)
     if not all(r.ok for r in results):
         raise typer.Exit(1)
+
+
+def _crash(recorded: bool, command: str | None, data_dir: Path, port: int):
+    """The kill -9 and restart the durability probe uses, or None when neither option was given."""
+    import subprocess
+
+    from gesscale.brokers import state
+    from gesscale.brokers.manage import kill_and_restart
+    from gesscale.errors import UserError
+
+    if command:
+        def run_command() -> None:
+            done = subprocess.run(command, shell=True, check=False)
+            if done.returncode != 0:
+                raise UserError(f"--kill-restart-cmd exited with {done.returncode}")
+
+        return run_command
+    if recorded:
+        rec = state.load(data_dir.resolve()).get("kafka")
+        if rec is None or rec.port != port or not rec.running():
+            raise UserError(f"--kill-restart: no running Kafka on port {port} recorded in {data_dir} "
+                            "(use --kill-restart-cmd for a broker 'broker up' did not start)")  # fmt: skip
+        return lambda: kill_and_restart(data_dir)
+    return None
 
 
 def register(app: typer.Typer) -> None:

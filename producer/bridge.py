@@ -5,6 +5,11 @@ acknowledgements. Each message is sent to Kafka; the PUBACK goes back to the MQT
 success callback. A Kafka failure keeps the message un-acknowledged and retries it with backoff; if the bridge
 dies, the broker re-delivers whatever was not acknowledged when the bridge reconnects. Duplicates are possible
 (at-least-once), losses are not.
+
+A Kafka acknowledgement is not trusted alone (the embedded broker loses what it acknowledged since its last save
+when killed, producer.audit): the bridge keeps what it forwarded and, at the end of its run, reads the Kafka
+topic back, re-sends what is missing and reports the verdict. A Kafka broker that stays away longer than
+`give_up_after_s` ends the run (its messages stay un-acknowledged in MQTT, nothing is lost).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gesscale.errors import UserError
-from producer.sinks import Backoff, Notify
+from producer.audit import Ledger, Verification, verify_run
+from producer.sinks import Backoff, Notify, close_producer
 
 
 @dataclass
@@ -30,6 +36,8 @@ class BridgeStats:
     kafka_failures: int = 0
     mqtt_acked: int = 0
     elapsed_s: float = 0.0
+    gave_up: bool = False
+    verification: Verification | None = None
 
 
 def kafka_key(payload: bytes, field: str | None) -> bytes | None:
@@ -61,6 +69,9 @@ class Bridge:
         self._retry: collections.deque = collections.deque()
         self._backoff = Backoff()
         self._pending = 0
+        self._down_since: float | None = None  # first Kafka failure since the last delivery
+        self.ledger = Ledger()  # what was forwarded, for the end verification
+        self.kafka_bootstrap = kafka_bootstrap
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=kafka_bootstrap, client_id=client_id, acks="all", linger_ms=2,
@@ -110,6 +121,8 @@ class Bridge:
     def _forward(self, mid: int, qos: int, key: bytes | None, value: bytes) -> None:
         from kafka.errors import KafkaError
 
+        with self._lock:
+            self.ledger.add(key, value)
         try:
             future = self._producer.send(self.kafka_topic, key=key, value=value)
         except KafkaError:
@@ -125,11 +138,14 @@ class Bridge:
             self.stats.forwarded += 1
             self.stats.mqtt_acked += qos > 0
             self._pending -= 1
+            self._down_since = None
 
     def _failed(self, mid: int, qos: int, key: bytes | None, value: bytes) -> None:
         with self._lock:
             self.stats.kafka_failures += 1
             self._retry.append((mid, qos, key, value))
+            if self._down_since is None:
+                self._down_since = time.monotonic()
             if self._backoff.ready(time.monotonic()):
                 wait = self._backoff.failed(time.monotonic())
                 self.notify(f"Kafka send failed; {len(self._retry)} message(s) held, retry in {wait:.1f} s")
@@ -156,8 +172,11 @@ class Bridge:
         max_messages: int | None = None,
         progress: Callable[[BridgeStats], None] | None = None,
         drain_timeout_s: float = 30.0,
+        give_up_after_s: float | None = None,
+        verify_timeout_s: float = 120.0,
     ) -> BridgeStats:
-        """Forward until `stop` is set, `max_messages` were forwarded, or nothing arrived for `idle_exit_s`."""
+        """Forward until `stop` is set, `max_messages` were forwarded, nothing arrived for `idle_exit_s`, or Kafka
+        failed for longer than `give_up_after_s`; then drain and verify the Kafka topic (module docstring)."""
         start = last_count_change = time.monotonic()
         last_received = -1
         self._client.loop_start()
@@ -177,17 +196,42 @@ class Bridge:
                     break
                 if idle_exit_s is not None and now - last_count_change >= idle_exit_s and self.pending() == 0:
                     break
-            self._drain(timeout_s=drain_timeout_s)
+                if self._gave_up(now, give_up_after_s):
+                    break
+            if not self.stats.gave_up:
+                self._drain(timeout_s=drain_timeout_s)
+            if self.pending() == 0 and not self.stats.gave_up:
+                self.stats.verification = self._verify(verify_timeout_s)
         finally:
             self._closing = True
             self._client.disconnect()
             self._client.loop_stop()
-            from kafka.errors import KafkaError
-
-            with contextlib.suppress(KafkaError):  # Kafka unreachable: its records stay un-acked in MQTT
-                self._producer.close(timeout=5)
+            close_producer(self._producer, 5.0)  # Kafka unreachable: its records stay un-acked in MQTT
         self.stats.elapsed_s = time.monotonic() - start
         return self.stats
+
+    def _gave_up(self, now: float, give_up_after_s: float | None) -> bool:
+        with self._lock:
+            down = self._down_since
+        if give_up_after_s is None or down is None or now - down <= give_up_after_s:
+            return False
+        self.stats.gave_up = True
+        self.notify(f"Kafka unreachable for more than {give_up_after_s:g} s: giving up; un-acknowledged messages "
+                    "stay in the MQTT broker for the next bridge with this client id")  # fmt: skip
+        return True
+
+    def _verify(self, timeout_s: float) -> Verification:
+        """Read the Kafka topic back and re-send what it lacks of what this run forwarded (producer.audit)."""
+        from kafka.errors import KafkaError
+
+        def resend(records: list[tuple[bytes | None, bytes]]) -> None:
+            for key, value in records:
+                with contextlib.suppress(KafkaError):
+                    self._producer.send(self.kafka_topic, key=key, value=value)
+            with contextlib.suppress(KafkaError):
+                self._producer.flush(timeout=max(1.0, timeout_s / 3))
+
+        return verify_run(self.ledger, self.kafka_bootstrap, self.kafka_topic, resend, self.notify, timeout_s)
 
     def _drain(self, timeout_s: float) -> None:
         """Let in-flight messages reach Kafka (and their PUBACKs leave) before disconnecting."""

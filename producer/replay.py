@@ -11,9 +11,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from producer.audit import Verification
 from producer.records import RideEncoder
 from producer.schedule import Scheduled
 from producer.sinks import Sink
+
+
+class GiveUp(Exception):
+    """The broker stayed unreachable longer than the run's `give_up_after_s`."""
 
 
 @dataclass
@@ -32,6 +37,8 @@ class ReplayStats:
     worst_lag_s: float = 0.0
     drained: bool = True
     interrupted: bool = False
+    gave_up: bool = False
+    verification: Verification | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -60,11 +67,17 @@ def replay(
     progress: Callable[[ReplayStats], None] | None = None,
     progress_every_s: float = 0.25,
     drain_timeout_s: float = 300.0,
+    give_up_after_s: float | None = None,
+    verify_timeout_s: float = 300.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ReplayStats:
     """Send `schedule` (due second, encoded ride, copy) to `sink` on time; stop after `limit` records if given.
-    Ctrl-C ends it early, cleanly.
+    Ctrl-C (or SIGTERM turned into KeyboardInterrupt by the CLI) ends it early, cleanly. A broker unreachable
+    for longer than `give_up_after_s` ends it too (`gave_up`), so that a run never retries forever.
+
+    At the end the sink is drained and then verified (`sink.verify`): the destination is read back and every
+    record it lacks is re-sent, since an acknowledgement alone does not prove the record survived.
 
     `planned` (records the schedule holds, when known) is only carried to the progress callback. The figures
     of `stats` are kept in locals while sending (this loop runs once per record) and written back every 1024
@@ -77,6 +90,11 @@ def replay(
     last_due = last_send = worst_lag = 0.0
     start = clock()
     next_report = 0.0
+
+    def check_broker() -> None:
+        if give_up_after_s is not None and sink.down_for(clock()) > give_up_after_s:
+            raise GiveUp
+
     try:
         for due, enc, dup in schedule:
             if sent == stop_at:
@@ -86,6 +104,7 @@ def replay(
                 _store(stats, sent, last_due, last_send, worst_lag)
                 while now < due:
                     sink.service()
+                    check_broker()
                     if progress is not None and now >= next_report:
                         _refresh(stats, sink, now)
                         progress(stats)
@@ -101,9 +120,11 @@ def replay(
             if sent & 1023 == 0:
                 _store(stats, sent, last_due, last_send, worst_lag)
                 sink.service()
+                check_broker()
                 while sink.pending() > max_pending:
                     sleep(0.005)
                     sink.service()
+                    check_broker()
                 if progress is not None and now >= next_report:
                     _refresh(stats, sink, now)
                     progress(stats)
@@ -111,12 +132,46 @@ def replay(
     except KeyboardInterrupt:
         stats.interrupted = True
         stats.notes.append("interrupted: stopped sending, delivering what was sent")
+    except GiveUp:
+        stats.gave_up = True
+        stats.notes.append(f"gave up: the broker was unreachable for more than {give_up_after_s:g} s")
     _store(stats, sent, last_due, last_send, worst_lag)
-    stats.drained = sink.drain(drain_timeout_s)
+    stats.drained = _drain(sink, drain_timeout_s, give_up_after_s, stats, clock)
+    if stats.drained:
+        try:
+            stats.verification = sink.verify(verify_timeout_s)
+        except KeyboardInterrupt:
+            stats.interrupted = True
+            stats.notes.append("interrupted during the end verification: not verified")
     _refresh(stats, sink, clock() - start)
     if progress is not None:
         progress(stats)
     return stats
+
+
+def _drain(sink: Sink, timeout_s: float, give_up_after_s: float | None, stats: ReplayStats,
+           clock: Callable[[], float]) -> bool:
+    """Drain the sink; while the broker is away, only until `give_up_after_s` of outage (at once when the run
+    already gave up). Ctrl-C during the drain gives up too."""
+    if give_up_after_s is None:
+        try:
+            return sink.drain(timeout_s)
+        except KeyboardInterrupt:
+            stats.interrupted = True
+            return False
+    deadline = clock() + timeout_s
+    try:
+        while clock() < deadline:
+            if sink.drain(min(1.0, max(0.0, deadline - clock()))):
+                return True
+            if stats.gave_up or sink.down_for(clock()) > give_up_after_s:
+                if not stats.gave_up:
+                    stats.gave_up = True
+                    stats.notes.append(f"gave up: the broker was unreachable for more than {give_up_after_s:g} s")
+                return False
+    except KeyboardInterrupt:
+        stats.interrupted = True
+    return False
 
 
 def _store(stats: ReplayStats, sent: int, last_due: float, last_send: float, worst_lag: float) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from gesscale.errors import UserError
 from producer.records import RideEncoder
 from producer.replay import ReplayStats, replay
+from producer.resume import ResumeCount, held_ids, skip_held
 from producer.schedule import Scheduled, by_event_time, by_rate_profile, profile_times
 from producer.sinks import KafkaSink, MqttSink, Notify, Sink
 from producer.source import RideSource, file_source, synthetic_source
@@ -37,6 +38,8 @@ class ProduceOptions:
     mqtt: str | None = None
     mqtt_topic: str = "rides"
     qos: int = 1
+    give_up_after_s: float = 120.0
+    resume: bool = False
 
 
 @dataclass
@@ -47,6 +50,7 @@ class ProduceResult:
     source: RideSource
     destination: str
     pacing: str
+    resumed: ResumeCount | None = None
 
 
 def _check(opts: ProduceOptions) -> None:
@@ -60,6 +64,10 @@ def _check(opts: ProduceOptions) -> None:
         raise UserError("--rate needs --duration")
     if opts.qos not in (0, 1):
         raise UserError("--qos must be 0 or 1")
+    if opts.give_up_after_s <= 0:
+        raise UserError("--give-up-after must be > 0 seconds")
+    if opts.resume and opts.mqtt:
+        raise UserError("--resume reads the Kafka topic back: it cannot be used with --mqtt")
 
 
 def build_source(opts: ProduceOptions) -> RideSource:
@@ -124,14 +132,18 @@ class PreparedRun:
     sink: Sink
     destination: str
     limit: int | None
+    give_up_after_s: float | None = None
+    resumed: ResumeCount | None = None
 
     def run(self, progress: Callable[[ReplayStats], None] | None = None) -> ProduceResult:
         """Replay to the end (or the limit, or Ctrl-C), then close the sink."""
         try:
-            stats = replay(self.schedule, self.sink, limit=self.limit, planned=self.planned, progress=progress)
+            stats = replay(self.schedule, self.sink, limit=self.limit, planned=self.planned, progress=progress,
+                           give_up_after_s=self.give_up_after_s)
         finally:
             self.sink.close()
-        return ProduceResult(stats=stats, source=self.source, destination=self.destination, pacing=self.pacing)
+        return ProduceResult(stats=stats, source=self.source, destination=self.destination, pacing=self.pacing,
+                             resumed=self.resumed)
 
 
 def prepare(opts: ProduceOptions, notify: Notify) -> PreparedRun:
@@ -140,7 +152,13 @@ def prepare(opts: ProduceOptions, notify: Notify) -> PreparedRun:
     source = build_source(opts)
     schedule, pacing, planned = build_schedule(opts, source)
     sink, destination = build_sink(opts, notify)
-    return PreparedRun(source, schedule, pacing, planned, sink, destination, opts.limit)
+    resumed = None
+    if opts.resume:
+        resumed = ResumeCount()
+        schedule = skip_held(schedule, held_ids(opts.kafka, opts.topic), resumed)
+        pacing += ", resumed (records the topic holds are skipped)"
+    return PreparedRun(source, schedule, pacing, planned, sink, destination, opts.limit, opts.give_up_after_s,
+                       resumed)
 
 
 def produce(

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from kafka.errors import KafkaError
 
 from gesscale.errors import UserError
+from producer.audit import Ledger, Verification
 from producer.keyhash import key_partition
 
 Notify = Callable[[str], None]
@@ -41,6 +42,13 @@ class Sink(Protocol):
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until every record is acknowledged; False when `timeout_s` passed first."""
+
+    def down_for(self, now: float) -> float:
+        """Seconds (monotonic `now`) the broker has been unreachable without a break; 0 while it answers."""
+
+    def verify(self, timeout_s: float) -> Verification | None:
+        """At the end of a run: check the destination holds every record handed over, re-send what it lacks;
+        None when the destination cannot be read back (MQTT)."""
 
     def close(self) -> None:
         """Release the client."""
@@ -116,6 +124,10 @@ class OutageTracker:
             self.notify(f"{self.what} back after {now - self.since:.1f} s; {pending} records still in flight")
             self.since = None
 
+    def down_for(self, now: float) -> float:
+        """Seconds the current outage has lasted at `now` (0 when there is none)."""
+        return 0.0 if self.since is None else now - self.since
+
 
 class KafkaSink:
     """Kafka through kafka-python: batching, key = ride id, acks=all, failed records re-sent, outages verified.
@@ -164,12 +176,14 @@ class KafkaSink:
         self.acked = 0
         self.resent = 0
         self.restored = 0
+        self.ledger = Ledger()  # every record of the run, for the end verification (producer.audit)
 
     def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
         """Queue one record; while earlier records wait for a retry it queues behind them."""
         seq = self._seq
         self._seq = seq + 1
         self._journal.append((time.time(), seq, key, value))
+        self.ledger.add(key, value)
         if self._retry:
             self._retry.append((key, value, False, seq))
             return
@@ -304,10 +318,44 @@ class KafkaSink:
                 time.sleep(0.05)
         return self.pending() == 0
 
+    def down_for(self, now: float) -> float:
+        """Seconds the broker has been unreachable (see Sink.down_for)."""
+        return self._outage.down_for(now)
+
+    def verify(self, timeout_s: float, rounds: int = 3) -> Verification:
+        """Read the topic back from before the run, re-send every record of the ledger it lacks, drain, read
+        again: up to `rounds` read-backs within `timeout_s`. Acknowledged is not enough (producer.audit)."""
+        from producer.audit import verify_run
+
+        deadline = time.monotonic() + timeout_s
+
+        def resend(records: list[tuple[bytes | None, bytes]]) -> None:
+            for key, value in records:
+                self._send(key, value, True, self._seq, self._partition(key))  # type: ignore[arg-type]
+            self.restored += len(records)
+            self.drain(max(0.0, deadline - time.monotonic()))
+
+        return verify_run(self.ledger, self.bootstrap, self.topic, resend, self.notify, timeout_s, rounds)
+
     def close(self) -> None:
         """Close the producer without waiting for unsent records (drain first)."""
-        with contextlib.suppress(KafkaError):
-            self._producer.close(timeout=1)
+        close_producer(self._producer, 1.0)
+
+
+def close_producer(producer: Any, timeout_s: float) -> None:
+    """Close a kafka-python producer, and make sure nothing it still holds is sent afterwards.
+
+    kafka-python's `close(timeout)` flushes first and, when the flush times out (broker away), raises before it
+    reaches its own force-close: the sender thread would live on and deliver the records of a run that had
+    given up, later, to whatever broker answers at that address (seen in a test). So stop the sender then.
+    """
+    try:
+        producer.close(timeout=timeout_s)
+    except KafkaError:
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            sender.force_close()
+            sender.join(timeout_s)
 
 
 class MqttSink:
@@ -368,6 +416,14 @@ class MqttSink:
     def pending(self) -> int:
         """Publications not yet acknowledged."""
         return len(self._inflight)
+
+    def down_for(self, now: float) -> float:
+        """Seconds since paho lost the connection (0 while connected)."""
+        return self._outage.down_for(now)
+
+    def verify(self, timeout_s: float) -> None:
+        """MQTT cannot be read back: the bridge verifies the Kafka side of this path."""
+        return None
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until every publication is acknowledged or the timeout passes."""

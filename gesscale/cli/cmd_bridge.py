@@ -40,18 +40,27 @@ def register(app: typer.Typer) -> None:
             None, "--idle-exit", help="Exit after this many seconds without new messages (default: until Ctrl-C)."),
         count: int | None = typer.Option(None, "--count", help="Exit after forwarding this many messages."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the final counters as JSON to this file."),
+        give_up_after: float = typer.Option(
+            120.0, "--give-up-after", help="Seconds Kafka may keep failing before the bridge gives up (summary, "
+            "exit 1; what it did not forward stays in the MQTT broker)."),
     ) -> None:
         """Forward MQTT messages to Kafka, at least once.
 
         QoS 1 on a persistent session; a message is acknowledged to MQTT only after Kafka acknowledged it.
 
-        Prints counters every 5 s and a summary at the end.
+        At the end the Kafka topic is read back and what this run forwarded but Kafka lost is re-sent.
+
+        Prints counters every 5 s and a summary at the end (also on Ctrl-C and SIGTERM).
         """
         from gesscale.brokers.topics import ensure_topic
         from producer.bridge import Bridge
 
         err = Console(stderr=True) if Console(stderr=True).is_terminal else Console(stderr=True, width=120)
+        from gesscale.cli.cmd_produce import verification_dict
+
         host, port = _host_port(mqtt, "--mqtt")
+        if give_up_after <= 0:
+            raise UserError("--give-up-after must be > 0 seconds")
         ensure_topic(kafka, topic, partitions)
         runner = Bridge(host, port, mqtt_topic, kafka, topic, lambda m: err.print(f"[yellow]{m}[/yellow]"),
                         key_field=key_field or None, client_id=client_id)  # fmt: skip
@@ -66,7 +75,8 @@ def register(app: typer.Typer) -> None:
                           f"Kafka failures {stats.kafka_failures}")  # fmt: skip
 
         try:
-            stats = runner.run(stop, idle_exit_s=idle_exit, max_messages=count, progress=progress)
+            stats = runner.run(stop, idle_exit_s=idle_exit, max_messages=count, progress=progress,
+                               give_up_after_s=give_up_after)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -75,12 +85,19 @@ def register(app: typer.Typer) -> None:
             "kafka_failures": stats.kafka_failures, "unforwarded": stats.received - stats.forwarded,
             "elapsed_s": round(stats.elapsed_s, 2),
             "rate": round(stats.forwarded / stats.elapsed_s, 1) if stats.elapsed_s else 0.0,
+            "gave_up": stats.gave_up,
+            "verification": verification_dict(stats.verification, runner.pending() == 0),
         }  # fmt: skip
+        v = data["verification"]
+        verdict = (f"verified: {v['found']} of {v['expected']} forwarded records in Kafka by key, {v['lost']} lost, "
+                   f"{v['duplicated']} duplicated, {v['restored']} re-sent after read-back" if v["verified"] else
+                   f"NOT verified ({v.get('reason') or v.get('error') or str(v.get('lost')) + ' lost'})")  # fmt: skip
         (Console() if Console().is_terminal else Console(width=120)).print(
             f"bridge: received {data['received']}, forwarded to Kafka {data['forwarded']}, MQTT acknowledged "
-            f"{data['mqtt_acked']}, Kafka failures retried {data['kafka_failures']}, {data['elapsed_s']} s"
+            f"{data['mqtt_acked']}, Kafka failures retried {data['kafka_failures']}, {data['elapsed_s']} s; {verdict}"
+            + ("; gave up: Kafka stayed away" if data["gave_up"] else "")
         )
         if json_out is not None:
             json_out.write_text(json.dumps(data, indent=2) + "\n")
-        if data["unforwarded"]:
+        if data["unforwarded"] or data["gave_up"] or not v["verified"]:
             raise typer.Exit(1)

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the run the way Ctrl-C does (stop sending, deliver, verify, print the summary)."""
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def summary_dict(result) -> dict:
@@ -30,9 +47,33 @@ def summary_dict(result) -> dict:
         "rate_error_pct": round(100 * s.rate_error, 2),
         "worst_lag_s": round(s.worst_lag_s, 3),
         "elapsed_s": round(s.elapsed_s, 2),
-        "complete": s.drained and not s.interrupted,
+        "complete": s.drained and not s.interrupted and not s.gave_up,
+        "gave_up": s.gave_up,
+        "resumed_skipped": None if result.resumed is None else result.resumed.skipped,
+        "interrupted": s.interrupted,
+        "verification": verification_dict(s.verification, s.drained),
         "notes": s.notes,
     }
+
+
+def verification_dict(v, drained: bool) -> dict:
+    """The end verification as JSON-ready data: `verified` true only when the topic was read back and holds every
+    record of the run; figures by unique key."""
+    if v is None:
+        why = "not drained: unacknowledged records remain" if not drained else "the destination cannot be read back"
+        return {"verified": False, "reason": why}
+    return {"verified": v.ok, "expected": v.expected, "found": v.found, "lost": v.lost,
+            "duplicated": v.duplicated, "restored": v.restored, "read_backs": v.rounds, "error": v.error}
+
+
+def exit_code(data: dict, mqtt: bool) -> int:
+    """0 only for a complete run whose records were verified in the topic (MQTT: acknowledged by the broker, the
+    bridge verifies Kafka); 130 when interrupted; 1 otherwise (gave up, unacknowledged, lost)."""
+    if data["interrupted"]:
+        return 130
+    if not data["complete"]:
+        return 1
+    return 0 if mqtt or data["verification"]["verified"] else 1
 
 
 def print_summary(console: Console, data: dict) -> None:
@@ -53,6 +94,9 @@ def print_summary(console: Console, data: dict) -> None:
             "restored after an outage",
             f"{data['restored_after_verification']} (acknowledged by the broker but missing when read back; re-sent)",
         )
+    if data["resumed_skipped"] is not None:
+        table.add_row("resumed", f"{data['resumed_skipped']} records of the schedule already in the topic, skipped")
+    table.add_row("verified", _verified_text(data["verification"]))
     err = data["rate_error_pct"]
     verdict = "[green]within 5 %[/green]" if abs(err) <= 5 else "[yellow]off by more than 5 %[/yellow]"
     table.add_row(
@@ -62,6 +106,16 @@ def print_summary(console: Console, data: dict) -> None:
     table.add_row("worst lag behind schedule", f"{data['worst_lag_s']:.3f} s")
     table.add_row("elapsed", f"{data['elapsed_s']:.1f} s")
     console.print(table)
+
+
+def _verified_text(v: dict) -> str:
+    if "expected" not in v:
+        return f"[yellow]no[/yellow] ({v['reason']})"
+    figures = (f"{v['found']} of {v['expected']} records in the topic by key, {v['lost']} lost, "
+               f"{v['duplicated']} duplicated, {v['restored']} re-sent after read-back")  # fmt: skip
+    if v["verified"]:
+        return f"[green]verified[/green]: {figures}"
+    return f"[red]NOT verified[/red]: {figures}" + (f" ({v['error']})" if v["error"] else "")
 
 
 def register(app: typer.Typer) -> None:
@@ -91,6 +145,12 @@ def register(app: typer.Typer) -> None:
         mqtt: str | None = typer.Option(None, "--mqtt", help="Publish to this MQTT broker host:port instead."),
         mqtt_topic: str = typer.Option("rides", "--mqtt-topic", help="MQTT topic to publish to."),
         qos: int = typer.Option(1, "--qos", help="MQTT QoS: 0 or 1."),
+        give_up_after: float = typer.Option(
+            120.0, "--give-up-after", help="Seconds the broker may stay unreachable before the run gives up "
+            "(summary, exit 1)."),
+        resume: bool = typer.Option(
+            False, "--resume", help="Continue a killed run (same options): records whose key the topic already "
+            "holds are skipped, the rest sent from now on."),
         json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON to this file."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ) -> None:
@@ -113,6 +173,7 @@ def register(app: typer.Typer) -> None:
             file=file, fmt=fmt, speed=speed, duplication=duplication, pattern=pattern, rate=rate,
             duration_s=duration, seed=seed, days=days, rides_per_day=rides_per_day, limit=limit, kafka=kafka,
             topic=topic, partitions=partitions, mqtt=mqtt, mqtt_topic=mqtt_topic, qos=qos,
+            give_up_after_s=give_up_after, resume=resume,
         )  # fmt: skip
         say = {"print": err.print}  # above the progress bar once it is shown
 
@@ -139,15 +200,20 @@ def register(app: typer.Typer) -> None:
                 bar.update(task, total=stats.planned, completed=stats.sent, sent=stats.sent, acked=stats.acked,
                            rate=rate_now, lag=f"{stats.worst_lag_s:.3f} s")  # fmt: skip
 
-            result = run.run(show)
+            with sigterm_as_interrupt():
+                result = run.run(show)
         data = summary_dict(result)
         out = Console() if Console().is_terminal else Console(width=120)
         print_summary(out, data)
         if json_out is not None:
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(data, indent=2) + "\n")
-        if result.stats.interrupted:
-            raise typer.Exit(130)
-        if not data["complete"]:
-            err.print(f"[red]{data['unacked']} records were not acknowledged[/red]")
-            raise typer.Exit(1)
+        code = exit_code(data, mqtt is not None)
+        if code == 1:
+            v = data["verification"]
+            why = ("gave up: the broker stayed away" if data["gave_up"] else
+                   f"{data['unacked']} records were not acknowledged" if data["unacked"] else
+                   f"{v.get('lost', '?')} acknowledged records are missing from the topic")  # fmt: skip
+            err.print(f"[red]{why}[/red]")
+        if code:
+            raise typer.Exit(code)

@@ -61,6 +61,12 @@ class RecordingSink:
         self.acked = len(self.records)
         return True
 
+    def down_for(self, now: float) -> float:
+        return 0.0
+
+    def verify(self, timeout_s: float) -> None:
+        return None
+
     def close(self) -> None:
         pass
 

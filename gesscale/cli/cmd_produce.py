@@ -47,6 +47,7 @@ def summary_dict(result) -> dict:
         "rate_error_pct": round(100 * s.rate_error, 2),
         "worst_lag_s": round(s.worst_lag_s, 3),
         "elapsed_s": round(s.elapsed_s, 2),
+        "verify_s": round(s.verify_s, 2),
         "complete": s.drained and not s.interrupted and not s.gave_up,
         "gave_up": s.gave_up,
         "resumed_skipped": None if result.resumed is None else result.resumed.skipped,
@@ -104,7 +105,7 @@ def print_summary(console: Console, data: dict) -> None:
         f"{data['target_rate']:.1f} / {data['achieved_rate']:.1f} records/s ({-err:+.2f} %, {verdict})",
     )
     table.add_row("worst lag behind schedule", f"{data['worst_lag_s']:.3f} s")
-    table.add_row("elapsed", f"{data['elapsed_s']:.1f} s")
+    table.add_row("elapsed", f"{data['elapsed_s']:.1f} s (then {data['verify_s']:.1f} s to verify)")
     console.print(table)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from gesscale.errors import UserError
 from netem.hosts import load_inventory
 from netem.playbooks import PLAYBOOKS, PlaybookResult, Progress, parse_extra_vars, run_playbook
 
@@ -63,6 +64,10 @@ def register(app: typer.Typer) -> None:
             None, "--vault-password-file", help="File holding the ansible-vault password for encrypted vars."
         ),
         check: bool = typer.Option(False, "--check", help="Dry run: report what would change, change nothing."),
+        plan: bool = typer.Option(
+            False, "--plan",
+            help="List per host what the playbook would do, from the inventory and the roles' variables only: no SSH.",
+        ),
     ) -> None:
         """Provision a cluster from an inventory: prerequisites, k3s, Kafka, MQTT, Spark RBAC (playbooks/site.yml).
 
@@ -71,6 +76,17 @@ def register(app: typer.Typer) -> None:
         """
         console = Console(highlight=False)
         hosts = load_inventory(inventory)  # parse errors are reported before anything runs
+        if plan:
+            if check:
+                raise UserError("--plan and --check: choose one (--plan contacts no host, --check runs on every host)")
+            from netem.provision_plan import format_plan, provision_plan
+
+            plans = provision_plan(playbook, inventory, tags=tags, skip_tags=skip_tags, limit=limit,
+                                   extra_vars=parse_extra_vars(extra))  # fmt: skip
+            console.print(f"provision plan: {playbook} on {len(plans)} host(s) of {inventory} (nothing contacted)",
+                          soft_wrap=True)
+            console.print(format_plan(plans), end="", soft_wrap=True, markup=False)
+            return
         console.print(f"provision: {playbook} on {len(hosts)} host(s) of {inventory}")
         result = run_playbook(
             playbook, inventory, tags=tags, skip_tags=skip_tags, limit=limit, extra_vars=parse_extra_vars(extra),

@@ -97,3 +97,15 @@ def test_spark_rbac_is_least_privilege(rendered):
             if k == kind:
                 assert doc["subjects"][0]["kind"] == "ServiceAccount"
                 assert doc["subjects"][0]["namespace"] == "spark"
+
+
+def test_spark_rbac_fits_the_openapi_schema_of_the_k3s_it_goes_to(rendered):
+    import kubernetes_validate
+
+    version = re.fullmatch(r"v(\d+\.\d+)\.\d+\+k3s\d+",
+                           yaml.safe_load((ROOT / "playbooks/roles/k3s/defaults/main.yml").read_text())["k3s_version"])
+    assert version, "k3s_version"
+    docs = [d for d in yaml.safe_load_all((rendered / "spark-rbac.yaml").read_text()) if d]
+    assert len(docs) >= 8
+    for doc in docs:  # strict: a field the schema lacks is an error (offline: schemas ship in the wheel)
+        kubernetes_validate.validate(doc, f"{version.group(1)}.0", strict=True)

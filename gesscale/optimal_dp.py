@@ -50,6 +50,7 @@ class OfflineProblem:
     max_delay_s: int
     max_excess: float = 0.0
     bins: int = 4000
+    n_floor: int = 0  # fewest replicas a decision may choose when n_start lies below the bound (0: n_min)
 
     @property
     def duration_s(self) -> int:
@@ -175,6 +176,7 @@ def _solve_grid(pr: OfflineProblem, maps: _PeriodMaps, grid: np.ndarray, opts: l
         seconds = maps.before[k] + maps.after[k] if k in maps.after else maps.before[k]
         cand = counts[:, None, None] * seconds + future
         bad = over | (grid[None, None, :] > maps.upper[k][:, :, None] + 1e-9)
+        bad = bad | (counts < pr.n_floor)[:, None, None]
         cand = np.where(bad, INFEASIBLE, cand)  # (m, p, b): run m for the period with p pause seconds first
         change = cand[:, fresh, :]  # (M, B): a change to m starts a fresh pause
         best_change = np.full((M, B), INFEASIBLE)

@@ -42,9 +42,10 @@ def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) 
     pause = int(round(sc.truth.reconfig_pause_s))
     delay = int(min(T, max(1, math.ceil(max_delay_s))))
     n_start = min(n_max, sc.truth.initial_replicas)
-    n_min = min(sc.min_replicas, n_max, n_start)
+    floor = min(sc.min_replicas, n_max)  # every decision respects it; only the start may lie below
+    n_min = min(floor, n_start)
     draft = OfflineProblem(np.asarray(backend.rate, dtype=float), np.zeros((n_max + 1, 0)), L, pause, n_min, n_max,
-                           n_start, delay, max_excess, bins)
+                           n_start, delay, max_excess, bins, floor)
     H = draft.periods * L
     noise = np.ones(H)
     have = min(H, len(backend.mst_noise))
@@ -56,7 +57,7 @@ def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) 
         for n in range(1, n_max + 1):
             mst = sc.truth.mst(n, placement.nd_max(graph, order[:n]))
             capacity[n, s:e] = mst * noise[s:e]  # the simulator's own product, second by second
-    problem = OfflineProblem(draft.input, capacity, L, pause, n_min, n_max, n_start, delay, max_excess, bins)
+    problem = OfflineProblem(draft.input, capacity, L, pause, n_min, n_max, n_start, delay, max_excess, bins, floor)
     return problem, order
 
 

@@ -142,3 +142,16 @@ def test_in_the_simulator_optimal_runs_its_plan_and_meets_the_bounds(pause: floa
     gesscale = run_once(sc, "gesscale", sc.seed)
     assert r.metrics.cost < gesscale.metrics.cost
     assert ideal.metrics.cost > 0
+
+
+def test_a_start_below_the_floor_is_left_at_the_first_decision() -> None:
+    pr = _tiny(0, pause=2, delay=6, excess=0.0)
+    floored = OfflineProblem(pr.input, pr.capacity, pr.period_s, pr.pause_s, 1, 3, 1, pr.max_delay_s, 0.0, pr.bins,
+                             n_floor=2)
+    plan = solve(floored)
+    best = float("inf")
+    for rest in itertools.product((2, 3), repeat=floored.periods - 1):
+        cost, ok = _run(floored, (1, *rest))
+        best = min(best, cost) if ok else best
+    assert best < float("inf") and plan.feasible and min(plan.targets[1:]) >= 2
+    assert plan.cost_plan == pytest.approx(best)

@@ -64,13 +64,15 @@ def test_kafka_killed_and_restarted_fast_loses_nothing(mqtt_broker, own_kafka: K
     notes: list[str] = []
     bridge = Bridge(mqtt_broker.host, mqtt_broker.port, [mqtt_topic], own_kafka.bootstrap, "rides", notes.append,
                     client_id=f"verify-{uuid.uuid4().hex[:8]}")  # fmt: skip
-    if when == "after the last ack":
+    if when == "after the last ack":  # the run ends at its 8000th forward: then kill -9, before the verification
         verify = bridge._verify
         bridge._verify = lambda timeout_s: (crash(own_kafka), verify(timeout_s))[1]  # type: ignore[method-assign]
+        ending = {"max_messages": 8000}
     else:
         moment = random.uniform(0.5, 3.0)
         threading.Thread(target=lambda: (time.sleep(moment), crash(own_kafka))).start()
-    thread, stop, result = run_bridge(bridge, idle_exit_s=3.0, give_up_after_s=30)
+        ending = {"idle_exit_s": 3.0}
+    thread, stop, result = run_bridge(bridge, give_up_after_s=30, **ending)
     try:
         sent = publish(mqtt_broker, mqtt_topic, 2000, 4)
         thread.join(timeout=180)

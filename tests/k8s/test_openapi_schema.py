@@ -98,3 +98,19 @@ def test_validation_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "create_connection", refuse)
     for _, doc in _documents(SubmitSpec()):
         kubernetes_validate.validate(doc, VERSION, strict=True)
+
+
+def test_the_controller_reaches_the_hook_through_the_driver_s_service() -> None:
+    spec = SubmitSpec(app="taxi", namespace="fog", http_port=4555)
+    docs = [d for _, d in _documents(spec)]
+    service = next(d for d in docs if d["kind"] == "Service")
+    driver = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "taxi-driver")
+    controller = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "taxi-controller")
+    pod_labels = driver["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()  # the Service selects the driver pod
+    assert {"name": "api", "port": 4555, "targetPort": 4555} in service["spec"]["ports"]
+    ports = driver["spec"]["template"]["spec"]["containers"][0]["ports"]
+    assert {"name": "api", "containerPort": 4555} in ports
+    args = controller["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--hook-url") + 1] == f"http://{service['metadata']['name']}.fog.svc:4555"
+    assert controller["spec"]["template"]["metadata"]["labels"] != pod_labels  # not selected by the Service

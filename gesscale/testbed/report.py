@@ -31,12 +31,13 @@ def model_points(policy: Any) -> dict[str, Any] | None:
             "gamma": model.gamma_ if fitted else None, "measurements": points}
 
 
-def relative_noise(model: dict[str, Any] | None, floor: float = 0.01) -> float:
-    """Relative standard deviation of the measurements around the model (at least `floor`)."""
+def relative_noise(model: dict[str, Any] | None, floor: float = 0.01, ceiling: float = 0.9) -> float:
+    """Relative standard deviation of the measurements around the model, within [`floor`, `ceiling`] (a
+    scenario's noise must be below 1: a wildly scattered run is still simulated, at the ceiling)."""
     if not model or not model["fitted"]:
         return 0.05
     rel = [(p["mst"] - p["predicted"]) / p["predicted"] for p in model["measurements"] if p["predicted"]]
-    return max(floor, statistics.pstdev(rel)) if len(rel) >= 2 else 0.05
+    return min(ceiling, max(floor, statistics.pstdev(rel))) if len(rel) >= 2 else 0.05
 
 
 def calibrated_scenario(model: dict[str, Any] | None, steps: list[StepRecord], pauses: list[float],

@@ -131,3 +131,14 @@ def test_calibrated_scenario_is_valid_and_carries_the_run() -> None:
     assert sc.truth.noise == pytest.approx(relative_noise(model))
     assert sc.max_replicas == 3 and sc.latency_map.names == ["fog1", "fog2", "fog3"]
     assert sc.workload == workload
+
+
+def test_a_scattered_runs_noise_stays_below_one_so_its_scenario_loads() -> None:
+    model = {"fitted": True, "alpha": 100.0, "beta": 1.0, "gamma": 0.0,
+             "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 10.0, "predicted": 100.0},
+                              {"n": 2, "nd_max_ms": 0.0, "mst": 900.0, "predicted": 200.0}]}
+    assert relative_noise(model) == 0.9
+    lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2"])
+    doc = calibrated_scenario(model, [], [4.0], lmap, DemoOptions(day_s=120, rides_per_day=30_000).workload(),
+                              10.0, 20.0, 2)
+    assert scenario_from_dict(doc, "scattered").truth.noise == 0.9

@@ -1,10 +1,10 @@
 """Shell injection through every inventory field that reaches a command, a script or a rendered config file.
 
 Each field gets each payload (quote break-out, command substitution, backticks, a newline that would end the tc
-script's comment line, a path that climbs out of the marker folder, an ssh option in place of a host); reading the inventory refuses it with one
-line naming the host and the field, before anything runs, and the payload's `touch` never happens. The plan
-command, the Ansible filter the netem role uses and the plan builder itself are tried too, and two hosts on one
-address are refused.
+script's comment line, a path that climbs out of the marker folder, an ssh option in place of a host); reading
+the inventory refuses it with one line naming the host and the field, before anything runs, and the payload's
+`touch` never happens. The plan command, the Ansible filter the netem role uses and the plan builder itself are
+tried too, and two hosts on one address are refused.
 """
 
 from __future__ import annotations

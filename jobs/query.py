@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.user_module import import_file
 
 BUILT_IN = {"nearest-landmark": "jobs.queries.nearest_landmark", "frequent-routes": "jobs.queries.frequent_routes"}
 DEFAULT_FUNCTION = "build"
@@ -49,19 +49,7 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def _load_file(path: Path) -> ModuleType:
-    if not path.is_file():
-        raise UserError(f"--query: no such file {str(path)!r}")
-    name = f"gesscale_user_query_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UserError(f"--query: cannot load {str(path)!r} as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:  # noqa: BLE001 - the user's code: report its error as one line
-        sys.modules.pop(name, None)
-        raise UserError(f"--query: importing {str(path)!r} failed: {type(err).__name__}: {err}") from err
+    module = import_file(path, "--query")
     # executors cannot import a file by path: functions defined in it travel by value
     from pyspark import cloudpickle
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import random
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,25 +138,14 @@ def load_plugin(spec: str) -> str:
     """
     if spec in _PLUGINS:
         return _PLUGINS[spec]
-    import importlib.util
     from pathlib import Path
+
+    from gesscale.user_module import import_file
 
     _load_all()
     path_text, _, name = spec.rpartition(":")
-    path = Path(path_text).expanduser().resolve()
-    if not path.is_file():
-        raise UserError(f"policy plug-in {spec!r}: no file {path}")
-    module_name = f"gesscale_plugin_{abs(hash(str(path))):x}"
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise UserError(f"policy plug-in {spec!r}: {path} is not a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as err:  # noqa: BLE001 - the researcher's code: report what it raised, in one line
-        del sys.modules[module_name]
-        raise UserError(f"policy plug-in {spec!r}: importing {path.name} failed: {type(err).__name__}: {err}") from None
+    module = import_file(Path(path_text).expanduser(), f"policy plug-in {spec!r}")
+    path = Path(path_text)
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         raise UserError(f"policy plug-in {spec!r}: {path.name} has no Policy subclass named {name!r}")

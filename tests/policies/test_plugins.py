@@ -57,7 +57,7 @@ def test_the_example_runs_in_simulate(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("content", "name", "message"), [
-    (None, "PerRate", "no file"),
+    (None, "PerRate", "no such file"),
     ("raise RuntimeError('boom')\n", "PerRate", "importing bad.py failed: RuntimeError: boom"),
     ("class PerRate:\n    id = 'x'\n", "PerRate", "no Policy subclass named 'PerRate'"),
     ("from gesscale.policies.base import Policy\nclass P(Policy):\n    id = 'gesscale'\n"
@@ -78,4 +78,4 @@ def test_make_policy_takes_a_spec_and_the_cli_reports_a_bad_one_in_one_line(tmp_
     assert make_policy(f"{plugin}:PerRate").id == "per-rate"
     res = _gesscale("simulate", "--scenario", str(ROOT / "scenarios" / "pi10-taxi.yaml"), "--policies",
                     f"{tmp_path}/missing.py:X", cwd=tmp_path)
-    assert res.returncode == 2 and "no file" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "no such file" in res.stderr and "Traceback" not in res.stderr

@@ -1,0 +1,31 @@
+"""Importing a researcher's own Python file by its path (a policy plug-in, a query): one way, one kind of error."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from gesscale.errors import UserError
+
+
+def import_file(path: Path, what: str) -> ModuleType:
+    """The module in `path`, imported under a name of its own; any failure is one `UserError` starting with `what`
+    (a missing file, not Python, or the exception the file's own code raised, named)."""
+    if not path.is_file():
+        raise UserError(f"{what}: no such file {str(path)!r}")
+    name = f"gesscale_user_{abs(hash(str(path.resolve()))):x}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{what}: cannot load {str(path)!r} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - the user's code: report what it raised, in one line
+        sys.modules.pop(name, None)
+        raise UserError(f"{what}: importing {path.name} failed: {type(err).__name__}: {err}") from None
+    return module

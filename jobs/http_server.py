@@ -80,7 +80,10 @@ class PooledHTTPServer(HTTPServer):
             self.shutdown_request(sock)
 
     def server_close(self) -> None:
-        """Stop the watcher, close waiting connections and the pool, then the listening socket."""
+        """Stop the watcher, close waiting connections and the pool, then the listening socket (once: a second
+        call does nothing)."""
+        if self._closed.is_set():
+            return
         self._closed.set()
         self._wake_w.send(b"x")
         self._watcher.join(timeout=5)

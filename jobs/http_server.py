@@ -82,9 +82,13 @@ class PooledHTTPServer(HTTPServer):
     def server_close(self) -> None:
         """Stop the watcher, close waiting connections and the pool, then the listening socket (once: a second
         call does nothing)."""
-        if self._closed.is_set():
+        closed = getattr(self, "_closed", None)
+        if closed is None:  # the listening socket failed in HTTPServer.__init__, before anything of ours existed
+            super().server_close()
             return
-        self._closed.set()
+        if closed.is_set():
+            return
+        closed.set()
         self._wake_w.send(b"x")
         self._watcher.join(timeout=5)
         with self._lock:

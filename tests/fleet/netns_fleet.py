@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ BRIDGE = "gsbr0"
 SUBNET_PREFIX = "10.231.0"
 BRIDGE_ADDR = f"{SUBNET_PREFIX}.1"
 STATE_DIR = Path("/tmp/gesscale-fleet")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCK_FILE = Path("/tmp/gesscale-fleet.lock")
 USER = "gsadmin"
 # Overlaid per host; /run, /tmp get a fresh tmpfs instead.
@@ -172,6 +174,14 @@ class Fleet:
             for d in OVERLAID
         )
         s = self.state_dir
+        # The project (and its venv, which the hosts run the delay daemon from) stays visible at its own path
+        # when it lives under /tmp, which each host gets fresh: a clone there is what a CI run may use.
+        project = PROJECT_ROOT
+        keep_before = keep_after = ""
+        if project == Path("/tmp") or Path("/tmp") in project.parents:
+            q = shlex.quote(str(project))
+            keep_before = f"mkdir -p /run/gsfleet/project\nmount --bind {q} /run/gsfleet/project\n"
+            keep_after = f"mkdir -p {q}\nmount --bind /run/gsfleet/project {q}\n"
         return (
             "set -e\n"
             "mount --make-rprivate /\n"
@@ -179,7 +189,9 @@ class Fleet:
             "mount -t tmpfs -o mode=755 tmpfs /run\n"
             "mkdir -p /run/gsfleet /run/sshd /run/lock\n"
             f"cp {s}/host_key {s}/sshd_config {s}/hosts {s}/id_ed25519.pub /run/gsfleet/\n"
+            f"{keep_before}"
             "mount -t tmpfs -o mode=1777 tmpfs /tmp\n"
+            f"{keep_after}"
             f"hostname {host.name}\n"
             f"echo {host.name} > /etc/hostname\n"
             "cp /run/gsfleet/hosts /etc/hosts\n"

@@ -18,7 +18,8 @@ from jobs.offsets import held_back, normalise, total
 
 OBSERVATION_KEYS = (
     "time", "batch_id", "num_input_rows", "input_rate", "processed_rate", "batch_duration_ms", "backlog",
-    "held_back", "bp_upstream", "bp_operator", "bp_window_s", "executors", "phases_ms",
+    "held_back", "bp_upstream", "bp_operator", "bp_window_s", "executors", "phases_ms", "start_offsets",
+    "end_offsets", "late_rows",
 )
 
 
@@ -55,8 +56,12 @@ class ObservationTracker:
         done = _unix(progress["timestamp"]) + duration_ms / 1000.0
         latest_sum = end_sum = 0
         held = False
+        starts: dict[str, int] = {}
+        ends: dict[str, int] = {}
         for src in progress.get("sources", []):
             end = _offsets(src.get("endOffset"))
+            starts.update(_offsets(src.get("startOffset")))
+            ends.update(end)
             latest = _offsets(src.get("latestOffset")) or end
             latest_sum += total(latest)
             end_sum += total(end)
@@ -80,6 +85,13 @@ class ObservationTracker:
             "executors": [{"id": str(e["id"]), "host": str(e["host"])} for e in executors],
             # where the batch's time went (Spark's durationMs: latestOffset, queryPlanning, addBatch, walCommit...)
             "phases_ms": {str(k): int(v) for k, v in (progress.get("durationMs") or {}).items()},
+            # the input range [start, end) per partition the batch read (the job has one source): what the
+            # testbed's exactly-once accounting checks an aggregating query by (gesscale/testbed/keys.py)
+            "start_offsets": starts,
+            "end_offsets": ends,
+            # rows a stateful query dropped as later than its watermark (0 for a stateless query)
+            "late_rows": sum(int(op.get("numRowsDroppedByWatermark") or 0)
+                             for op in progress.get("stateOperators") or []),
         }
         self.latest = obs
         return obs

@@ -8,7 +8,11 @@ an int `partition` column, when kept, sends each row to output partition `partit
 key chooses). The job owns everything else: offsets, admission control, metrics, the scaling hook, the sink.
 
 `--query` takes a built-in name (`BUILT_IN`), `path/to/file.py[:function]` or `package.module[:function]`
-(function `build` by default). A module may set `NAME` and `OUTPUT_KEY` (a phrase saying what the key is).
+(function `build` by default). A module may set `NAME`, `OUTPUT_KEY` (a phrase saying what the key is) and
+`PER_RECORD = True` when its output holds exactly one row per good input record, keyed by that record's unique
+`key` (a map, as `nearest-landmark`): the testbed then checks exactly-once on the output's keys; for any other
+query (a filter, an aggregation) it checks, on the input side, that every record was consumed by exactly one
+committed micro-batch, and that no output key was written twice (gesscale/testbed/keys.py).
 Every mistake in the value is a `UserError` raised here, before Spark starts.
 """
 
@@ -38,6 +42,7 @@ class Query:
     build: Callable[[Any], Any]
     output_key: str
     spec: str
+    per_record: bool = False  # one output row per good input record, keyed by its unique key (`PER_RECORD`)
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -46,6 +51,16 @@ def _split(spec: str) -> tuple[str, str]:
     if not sep or "/" in func or "\\" in func or func.endswith(".py"):  # no function given (or a Windows drive)
         return spec, DEFAULT_FUNCTION
     return target, func or DEFAULT_FUNCTION
+
+
+def kind_of(spec: str) -> str:
+    """'built-in', 'file' or 'module': how a `--query` value names its query (no import, no file access
+    beyond telling whether a bare name is a file here)."""
+    spec = spec.strip()
+    if spec in BUILT_IN:
+        return "built-in"
+    target, _ = _split(spec)
+    return "file" if target.endswith(".py") or "/" in target or Path(target).is_file() else "module"
 
 
 def _load_file(path: Path) -> ModuleType:
@@ -90,15 +105,15 @@ def load_query(spec: str) -> Query:
         module, func_name = importlib.import_module(BUILT_IN[spec]), DEFAULT_FUNCTION
     else:
         target, func_name = _split(spec)
-        is_file = target.endswith(".py") or "/" in target or Path(target).is_file()
-        module = _load_file(Path(target)) if is_file else _load_module(target)
+        module = _load_file(Path(target)) if kind_of(spec) == "file" else _load_module(target)
     func = getattr(module, func_name, None)
     where = f"{func_name} in {spec.rpartition(':')[0] if ':' in spec else spec}"
     if func is None:
         raise UserError(f"--query: no function {func_name!r} in {module.__name__ if spec in BUILT_IN else spec}")
     _check_signature(func, where)
     name = str(getattr(module, "NAME", spec if spec in BUILT_IN else Path(_split(spec)[0]).stem))
-    return Query(name=name, build=func, output_key=str(getattr(module, "OUTPUT_KEY", "key")), spec=spec)
+    return Query(name=name, build=func, output_key=str(getattr(module, "OUTPUT_KEY", "key")), spec=spec,
+                 per_record=getattr(module, "PER_RECORD", False) is True)
 
 
 def check_output(df: Any, query: Query) -> None:

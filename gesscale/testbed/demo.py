@@ -56,6 +56,7 @@ class DemoOptions:
     wan: bool = True
     site: str | None = None
     port_shift: int = 0  # added to every default port of the testbed (run two demos side by side)
+    query: str = "nearest-landmark"  # the job's `--query` (docs/queries.md)
     listeners: list[Callable[..., None]] = field(default_factory=list)
 
     @property
@@ -145,7 +146,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.testbed.controller import LiveController, read_reconfigurations
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
-    from gesscale.testbed.keys import account, committed_offsets
+    from gesscale.testbed.keys import account_job
     from gesscale.testbed.report import model_points
     from gesscale.testbed.wan import WanSettings
     from netem.latency_map import load_latency_map
@@ -170,7 +171,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     say(f"bringing up the testbed: broker, Spark master, {opts.nodes} fog nodes at {opts.node_cpu:g} core, the job")
     shift = opts.port_shift
     settings = JobSettings(bootstrap="", max_rows_per_batch=opts.max_rows_per_batch,
-                           bp_window_s=opts.control_period_s, http_port=15080 + shift, ui_port=15040 + shift)
+                           bp_window_s=opts.control_period_s, http_port=15080 + shift, ui_port=15040 + shift,
+                           query=opts.query)
     ports = FleetPorts(15077 + shift, 15078 + shift, 15100 + shift, 15200 + shift)
     wan = WanSettings(lmap_all, opts.site) if opts.wan else None
     if wan is not None:
@@ -248,8 +250,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         tb.job.stop()
         timings["stop_job_s"] = time.monotonic() - t_stop
         t_count = time.monotonic()
-        acc = account(tb.job.settings.bootstrap, tb.job.settings.input, tb.job.settings.output,
-                      tb.job.settings.dead_letter, committed_offsets(tb.job.checkpoint))
+        acc = account_job(tb.job)  # on the basis the query calls for (gesscale/testbed/keys.py)
         timings["count_s"] = time.monotonic() - t_count
         reconfigs = read_reconfigurations(ctl.reconfig_path)
         model = model_points(ctl.policy)

@@ -13,6 +13,7 @@ from typing import Any
 
 NAME = "nearest-landmark"
 OUTPUT_KEY = "the ride record's unique key"
+PER_RECORD = True  # one output row per good ride, keyed by its key: exactly once is checked on the output
 OUTPUT_SCHEMA = "partition int, key binary, value binary"
 
 

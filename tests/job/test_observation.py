@@ -54,3 +54,14 @@ def test_missing_latest_offset_means_no_backlog_and_bad_window_is_refused() -> N
     assert ObservationTracker().update(p, [])["backlog"] == 0
     with pytest.raises(ValueError):
         ObservationTracker(0)
+
+
+def test_the_batch_range_and_the_rows_dropped_by_the_watermark_are_kept() -> None:
+    event = {**progress(5, "2026-11-22T06:00:00.000Z", {"0": 10, "1": 20}, {"0": 10, "1": 20}),
+             "stateOperators": [{"numRowsDroppedByWatermark": 3}, {"numRowsDroppedByWatermark": 1}, {}]}
+    event["sources"][0]["startOffset"] = '{"0": 4, "1": 20}'
+    obs = ObservationTracker(60).update(event, EXECUTORS)
+    assert (obs["start_offsets"], obs["end_offsets"], obs["late_rows"]) == ({"0": 4, "1": 20}, {"0": 10, "1": 20}, 4)
+    first = ObservationTracker(60).update({**progress(0, "2026-11-22T06:00:00Z", {"0": 3}, {"0": 3}),
+                                           "sources": [{"startOffset": None, "endOffset": {"0": 3}}]}, EXECUTORS)
+    assert (first["start_offsets"], first["late_rows"]) == ({}, 0)

@@ -45,7 +45,7 @@ class Query:
     per_record: bool = False  # one output row per good input record, keyed by its unique key (`PER_RECORD`)
 
 
-def _split(spec: str) -> tuple[str, str]:
+def split_spec(spec: str) -> tuple[str, str]:
     """('path or module', 'function') of a `--query` value; the function defaults to `build`."""
     target, sep, func = spec.rpartition(":")
     if not sep or "/" in func or "\\" in func or func.endswith(".py"):  # no function given (or a Windows drive)
@@ -59,7 +59,7 @@ def kind_of(spec: str) -> str:
     spec = spec.strip()
     if spec in BUILT_IN:
         return "built-in"
-    target, _ = _split(spec)
+    target, _ = split_spec(spec)
     return "file" if target.endswith(".py") or "/" in target or Path(target).is_file() else "module"
 
 
@@ -104,14 +104,14 @@ def load_query(spec: str) -> Query:
     if spec in BUILT_IN:
         module, func_name = importlib.import_module(BUILT_IN[spec]), DEFAULT_FUNCTION
     else:
-        target, func_name = _split(spec)
+        target, func_name = split_spec(spec)
         module = _load_file(Path(target)) if kind_of(spec) == "file" else _load_module(target)
     func = getattr(module, func_name, None)
     where = f"{func_name} in {spec.rpartition(':')[0] if ':' in spec else spec}"
     if func is None:
         raise UserError(f"--query: no function {func_name!r} in {module.__name__ if spec in BUILT_IN else spec}")
     _check_signature(func, where)
-    name = str(getattr(module, "NAME", spec if spec in BUILT_IN else Path(_split(spec)[0]).stem))
+    name = str(getattr(module, "NAME", spec if spec in BUILT_IN else Path(split_spec(spec)[0]).stem))
     return Query(name=name, build=func, output_key=str(getattr(module, "OUTPUT_KEY", "key")), spec=spec,
                  per_record=getattr(module, "PER_RECORD", False) is True)
 

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
@@ -104,6 +105,7 @@ def register(app: typer.Typer) -> None:
                                        "another testbed)."),
         wan: bool = wan_option(True, "local: "),
         site: str | None = site_option("local: "),
+        query: str | None = query_option("local: ", default=None),
     ) -> None:
         """Measure the MST of each configuration (StreamBed-style dichotomous search), fit alpha, beta, gamma,
         and report each measurement with its spread and the model's error on a held-out configuration.
@@ -124,6 +126,8 @@ def register(app: typer.Typer) -> None:
                                    "precision": precision, "max_steps": max_steps})
         kinds = [k.strip() for k in placements.split(",") if k.strip()]
         console = Console(soft_wrap=True)
+        if backend == "sim" and query is not None:
+            raise UserError("--query applies to --backend local (the simulator has no query, only its ground truth)")
         if backend == "sim":
             from gesscale.probe import SimProbeTarget, calibrate
             from gesscale.scenario import load_scenario
@@ -142,7 +146,8 @@ def register(app: typer.Typer) -> None:
             lmap = load_latency_map(latency_map or DEFAULT_MAP)
             configs = configurations(lmap, _ints(replicas), kinds)
             opts = LocalCalibrationOptions(run_dir=run_dir, node_cpu=node_cpu, max_rows_per_batch=max_rows_per_batch,
-                                           port_shift=port_shift, job_warmup_s=job_warmup_s, wan=wan, site=site)
+                                           port_shift=port_shift, job_warmup_s=job_warmup_s, wan=wan, site=site,
+                                           query=checked_query(query))
             opts.validate()
             _check_out(out)
             title = f"Capacity probe on the local testbed ({node_cpu:g} core per fog node)"
@@ -159,6 +164,8 @@ def register(app: typer.Typer) -> None:
         _report(console, title, cal)
         doc = cal.to_dict()
         doc["backend"] = backend
+        if backend == "local":
+            doc["query"] = opts.query
         doc["params"] = params.__dict__ | {"backlog_tolerance": params.growth_tolerance}
         if timings:
             doc["timings_s"] = {k: round(v, 1) for k, v in timings.items()}

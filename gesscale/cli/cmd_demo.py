@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
+from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.testbed.demo import DemoOptions
 
@@ -42,6 +43,10 @@ def _print_report(report: dict) -> None:
     verdict = "[green]exactly once[/green]" if exact else "[red]NOT exactly once[/red]"
     console.print(f"records produced {report['produced']}, processed {report['processed']}, lost {report['lost']}, "
                   f"duplicated {report['duplicated']} (dead letters {report['dead_letters']}): {verdict}")
+    if report.get("basis") == "input offsets":
+        console.print(f"  (query {report['options']['query']}: checked on the input offsets, each record in exactly "
+                      f"one committed micro-batch; {report['outputs']} output records, each key written once; "
+                      f"{report['late']} rows dropped by the query's watermark)")
     load = report.get("load") or {}
     if load:
         console.print(f"load: {load['rides_per_day']} rides in the day, peak {load['peak_rate']:.0f} records/s "
@@ -113,6 +118,7 @@ def register(app: typer.Typer) -> None:
                                       help="--simulated-only: scenario to run."),
         wan: bool = wan_option(_D.wan),
         site: str | None = site_option(),
+        query: str = query_option(),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view of the controller."),
     ) -> None:
         """Fog in a box: a real stream, the real Spark job and the Gesscale controller on this machine."""
@@ -135,6 +141,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}")
         make_policy(policy)
         parse_policy_list(sim_policies)
+        query = checked_query(query)
 
         def interrupt(signum: int, frame: object) -> None:
             raise KeyboardInterrupt
@@ -153,7 +160,7 @@ def register(app: typer.Typer) -> None:
                            day_s=day, rides_per_day=rides_per_day, peak_load=peak_load, probe_s=probe,
                            start_hour=start_hour,
                            control_period_s=control_period, warmup_s=warmup, drain_timeout_s=drain_timeout,
-                           sim_policies=sim_policies, listeners=listeners, wan=wan, site=site)
+                           sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query)
         if view and console.is_terminal:
             with Live(live_view, console=console, refresh_per_second=2):
                 result = run_demo(opts, say=console.print)

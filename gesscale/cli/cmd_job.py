@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from gesscale.cli.query_option import query_option
 from gesscale.errors import UserError
 
 
@@ -39,9 +40,7 @@ def register(app: typer.Typer) -> None:
         checkpoint: Path = typer.Option(..., "--checkpoint",
                                         help="Checkpoint folder: offsets and sink log; restart with the same one."),
         sink: str = typer.Option("kafka", "--sink", help="Where the query's output goes: kafka or parquet."),
-        query: str = typer.Option("nearest-landmark", "--query",
-                                  help="nearest-landmark, frequent-routes, or path/to/my_query.py[:function] "
-                                       "(docs/queries.md)."),
+        query: str = query_option(),
         dead_letter: str = typer.Option(None, "--dead-letter",
                                         help="Topic for records that do not parse [default: <input>-dead-letter]."),
         master: str = typer.Option("local[2]", "--master",

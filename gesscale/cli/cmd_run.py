@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
@@ -64,6 +65,7 @@ def register(app: typer.Typer) -> None:
                                             "until Ctrl-C]."),
         wan: bool = wan_option(True, "New testbed: "),
         site: str | None = site_option("New testbed: "),
+        query: str | None = query_option("New testbed: ", default=None),
         reset_state: bool = typer.Option(False, "--reset-state", help="Start afresh: the existing controller "
                                          "state is moved aside (controller.reset-<time>.json), not deleted."),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view (off: one line per period)."),
@@ -105,6 +107,11 @@ def register(app: typer.Typer) -> None:
         warm = parse_duration(warmup, "--warmup") if warmup not in ("0", "0s") else 0.0
         stop_after = parse_duration(duration, "--duration") if duration else None
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
+        if testbed is None:
+            query = checked_query(query)
+        elif query is not None:
+            raise UserError("--query chooses the job of a new testbed; an attached testbed (--testbed) runs the "
+                            "query it was started with")
         console = Console(soft_wrap=True)
         from gesscale.state_file import read_state
         from gesscale.state_file import reset_state as set_state_aside
@@ -124,7 +131,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"the latency map has only {len(names)} nodes")
             console.print(f"bringing up the testbed in {run_dir}: {nodes} fog nodes at {node_cpu:g} core each ...")
             tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=node_cpu, bootstrap=bootstrap,
-                                          job=JobSettings(bootstrap=bootstrap or "", input=input_topic),
+                                          job=JobSettings(bootstrap=bootstrap or "", input=input_topic,
+                                                          query=query or "nearest-landmark"),
                                           wan=WanSettings(lmap, site) if wan else None))
         else:
             tb = Testbed.attach(testbed)

@@ -37,6 +37,7 @@ class LocalCalibrationOptions:
     job_warmup_s: float = 45.0  # the job saturated this long before the first configuration (JIT warm-up)
     wan: bool = True  # emulate the map between the nodes and the site (gesscale.testbed.wan)
     site: str | None = None  # node of the map hosting broker and driver; None: gesscale.testbed.wan_plan.choose_site
+    query: str = "nearest-landmark"  # the job's `--query` (docs/queries.md)
 
     def validate(self) -> None:
         """UserError for values the testbed cannot run with."""
@@ -90,10 +91,10 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
     names = testbed_nodes(lmap, configs)
     shift = opts.port_shift
     settings = JobSettings(bootstrap="", max_rows_per_batch=opts.max_rows_per_batch,
-                           http_port=15080 + shift, ui_port=15040 + shift)
+                           http_port=15080 + shift, ui_port=15040 + shift, query=opts.query)
     ports = FleetPorts(15077 + shift, 15078 + shift, 15100 + shift, 15200 + shift)
     say(f"bringing up the testbed in {run_dir}: {len(names)} fog nodes ({', '.join(names)}) at "
-        f"{opts.node_cpu:g} core, the job on {', '.join(configs[0])} ...")
+        f"{opts.node_cpu:g} core, the job ({opts.query}) on {', '.join(configs[0])} ...")
     tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, initial=list(configs[0]), node_cpu=opts.node_cpu,
                                   job=settings, partitions=opts.partitions, kafka_port=KAFKA_PORT + shift,
                                   ports=ports, wan=WanSettings(lmap, opts.site) if opts.wan else None))

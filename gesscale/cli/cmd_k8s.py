@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from gesscale.cli.query_option import query_option
 from gesscale.errors import UserError
 from gesscale.k8s.names import POOL_LABEL
 
@@ -26,6 +27,8 @@ _NS = typer.Option("spark", "--namespace", "-n", help="Namespace of the driver a
 
 
 _CONTROLLER_SA = typer.Option("gesscale-controller", "--controller-sa", help="Controller service account.")
+_CONTROLLER_NS = typer.Option("gesscale-system", "--controller-namespace",
+                              help="Namespace of the controller (never the job's: the driver creates pods there).")
 _OUT = typer.Option(Path("out/k8s"), "--out", "-o", help="Folder to write the files into.")
 
 
@@ -46,17 +49,22 @@ def manifests(
     out: Path = _OUT,
     namespace: str = _NS,
     controller_sa: str = _CONTROLLER_SA,
+    controller_namespace: str = _CONTROLLER_NS,
+    app: str = _APP,
+    node: list[str] = typer.Option([], "--node", help="Limit node patches to this node (repeat; default: any)."),
     live_only: bool = typer.Option(False, "--live-only",
                                    help="Leave out the Deployment patch right (only the restart strategy needs it)."),
 ) -> None:
-    """Write the controller's RBAC (rbac.yaml): nodes list/patch, pods list, events create, and the
-    driver Deployment get/patch for the restart strategy — exactly what it uses."""
+    """Write the controller's RBAC (rbac.yaml): its namespace and service account, nodes list/patch, and in
+    the job's namespace pods list, events create and the driver Deployment get/patch (restart strategy)."""
     from gesscale.k8s.manifests import HEADER, dump_all, validate, write_bundle
     from gesscale.k8s.names import check_dns_label
     from gesscale.k8s.rbac import controller_rbac
 
     docs = controller_rbac(check_dns_label(namespace, "namespace"), check_dns_label(controller_sa, "service account"),
-                           restart=not live_only)
+                           restart=not live_only, app=check_dns_label(app, "application name"),
+                           controller_namespace=check_dns_label(controller_namespace, "controller namespace"),
+                           nodes=node)
     for i, doc in enumerate(docs):
         validate(doc, f"rbac.yaml document {i + 1}")
     _print_written(write_bundle({"rbac.yaml": HEADER + dump_all(docs)}, out))
@@ -75,7 +83,10 @@ def submit(
     executor_memory: str = typer.Option("1g", "--executor-memory", help="Executor heap (Spark syntax: 1g, 768m)."),
     executor_cpu: str = typer.Option("1", "--executor-cpu", help="CPU request and limit of an executor pod."),
     controller_sa: str = _CONTROLLER_SA,
+    controller_namespace: str = _CONTROLLER_NS,
     driver_sa: str = typer.Option("spark-driver", "--driver-sa", help="Spark driver service account."),
+    query: str = query_option("A built-in or a module in the image (a file here is refused: it would not reach "
+                              "the pod). "),
 ) -> None:
     """Write the job's bundle and print the commands that submit it.
 
@@ -90,15 +101,16 @@ def submit(
     spec = SubmitSpec(app=app, namespace=namespace, image=image, controller_image=controller_image,
                       bootstrap=bootstrap, executors=executors,
                       executor_memory=executor_memory, executor_cpu_request=executor_cpu,
-                      executor_cpu_limit=executor_cpu, controller_service_account=controller_sa,
-                      driver_service_account=driver_sa)
+                      executor_cpu_limit=executor_cpu, controller_service_account=controller_sa, query=query,
+                      driver_service_account=driver_sa, controller_namespace=controller_namespace)
     _print_written(write_bundle(bundle(spec), out))
     typer.echo(
         "\nSubmit it (the first executors go to the nodes you label; the controller manages the label after):\n"
         f"  kubectl label node <node> {POOL_LABEL}={app} --overwrite   # once per initial executor node\n"
         f"  kubectl apply -f {out / 'driver.yaml'} -f {out / 'rbac.yaml'}\n"
-        f"  kubectl -n {namespace} create secret generic {spec.token_secret} "
-        "--from-literal=token=$(openssl rand -hex 16)\n"
+        "  TOKEN=$(openssl rand -hex 16)   # the hook's token, in both namespaces (a pod reads its own only)\n"
+        f"  kubectl -n {namespace} create secret generic {spec.token_secret} --from-literal=token=$TOKEN\n"
+        f"  kubectl -n {controller_namespace} create secret generic {spec.token_secret} --from-literal=token=$TOKEN\n"
         f"  kubectl apply -f {out / 'controller.yaml'}        # the controller, in the cluster\n"
         f"Or run the controller on a laptop: kubectl -n {namespace} port-forward svc/{spec.driver_service} "
         f"{spec.http_port}:{spec.http_port}, then gesscale k8s run --hook-url http://127.0.0.1:{spec.http_port}"

@@ -4,8 +4,12 @@ The ServiceAccount and its least-privilege rules come from `gesscale.k8s.rbac` (
 adds the workload that uses them. The controller reaches the driver's scaling hook through the driver's
 Service (`SubmitSpec.hook_url`, in-cluster DNS) and the API server with the in-cluster configuration (the
 service account token Kubernetes mounts). One replica and `Recreate`: two controllers would fight over the
-pool label. It runs as a non-root user with a read-only root file system; the policy's learned state is kept
-in an emptyDir (it survives a container restart, not a pod rescheduling: the model then learns again).
+pool label. It runs in its own namespace (`SubmitSpec.controller_namespace`: the driver may create pods in the
+job's namespace, so the controller's account must not live there; `gesscale.k8s.rbac`), as a non-root user
+with a read-only root file system, no capability and the default seccomp profile; the policy's learned state
+is kept in an emptyDir (it survives a container restart, not a pod rescheduling: the model then learns again).
+The hook token comes from a Secret of the same name in the controller's namespace (a pod reads Secrets of its
+own namespace only).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from gesscale.k8s.names import APP_LABEL, ROLE_LABEL
+from gesscale.k8s.security import CONTROLLER_UID, container_security, pod_security
 from gesscale.k8s.spec import SubmitSpec
+
+__all__ = ["CONTROLLER_UID", "METRICS_PORT", "STATE_DIR", "controller_args", "controller_deployment"]
 
 STATE_DIR = "/var/lib/gesscale"
 METRICS_PORT = 9108  # the decision metrics (Prometheus text), `--metrics-port`
-CONTROLLER_UID = 10001  # the unprivileged user of the controller image (Dockerfile, target `controller`)
 
 
 def controller_args(spec: SubmitSpec) -> list[str]:
@@ -46,13 +52,7 @@ def controller_deployment(spec: SubmitSpec) -> dict[str, Any]:
         ],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
         "resources": {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "384Mi"}},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": CONTROLLER_UID,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security(CONTROLLER_UID),
         "volumeMounts": [
             {"name": "state", "mountPath": STATE_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
@@ -61,7 +61,8 @@ def controller_deployment(spec: SubmitSpec) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": f"{spec.app}-controller", "namespace": spec.namespace, "labels": {APP_LABEL: spec.app}},
+        "metadata": {"name": f"{spec.app}-controller", "namespace": spec.controller_namespace,
+                     "labels": {APP_LABEL: spec.app}},
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},  # never two controllers moving the pool label at once
@@ -70,6 +71,7 @@ def controller_deployment(spec: SubmitSpec) -> dict[str, Any]:
                 "metadata": {"labels": dict(labels)},
                 "spec": {
                     "serviceAccountName": spec.controller_service_account,
+                    "securityContext": pod_security(CONTROLLER_UID),
                     "containers": [container],
                     "volumes": [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
                 },

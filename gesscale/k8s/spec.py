@@ -8,7 +8,10 @@
   controller labels is the node that gets the next executor;
 - the driver side (`driver_manifests`): a one-replica Deployment (strategy Recreate) running `gesscale job run`
   with its checkpoint on a PersistentVolumeClaim, a Service for the driver's HTTP API, the ConfigMap holding the
-  pod template, and the driver's ServiceAccount with the Role Spark needs to manage its executor pods.
+  pod template, the driver's ServiceAccount with the Role Spark needs to manage its executor pods
+  (`gesscale.k8s.rbac.driver_rbac`), and the NetworkPolicies of driver and executors.
+Every pod is hardened as `gesscale.k8s.security` says (non-root, no privilege escalation, no capability,
+RuntimeDefault seccomp, read-only root with an emptyDir at /tmp).
 
 The executor count the driver starts with is an annotation of the Deployment's pod template, read back through
 the downward API; the `restart` strategy changes that annotation, nothing else.
@@ -27,6 +30,15 @@ from gesscale.k8s.names import (
     POOL_LABEL,
     ROLE_LABEL,
     check_dns_label,
+)
+from gesscale.k8s.rbac import CONTROLLER_NAMESPACE, driver_rbac
+from gesscale.k8s.security import (
+    JOB_UID,
+    container_security,
+    job_network_policies,
+    pod_security,
+    scratch_mount,
+    scratch_volume,
 )
 
 TEMPLATE_DIR = "/opt/gesscale/k8s"
@@ -61,6 +73,7 @@ class SubmitSpec:
     bootstrap: str = "pi02:9092"  # the kafka host of inventory/pi10 (k3s resolves node names in pods)
     input_topic: str = "rides"
     output_topic: str = "rides-enriched"
+    query: str = "nearest-landmark"  # the job's `--query`: a built-in or a module in the image (`check_query`)
     executors: int = 2
     executor_cores: int = 1
     executor_cpu_request: str = "1"
@@ -71,6 +84,7 @@ class SubmitSpec:
     driver_cpu_request: str = "500m"
     driver_service_account: str = "spark-driver"
     controller_service_account: str = "gesscale-controller"
+    controller_namespace: str = CONTROLLER_NAMESPACE  # never the job's: see gesscale.k8s.rbac
     checkpoint_claim: str = "gesscale-checkpoint"
     checkpoint_size: str = "2Gi"
     storage_class: str | None = None  # None: the cluster's default (k3s: local-path)
@@ -84,6 +98,10 @@ class SubmitSpec:
     def __post_init__(self) -> None:
         check_dns_label(self.app, "application name")
         check_dns_label(self.namespace, "namespace")
+        check_dns_label(self.controller_namespace, "controller namespace")
+        if self.controller_namespace == self.namespace:
+            raise UserError(f"the controller's namespace must differ from the job's ({self.namespace!r}): the "
+                            "driver creates pods there, and a pod may run under any service account of its namespace")
         for what, name in (
             ("driver service account", self.driver_service_account),
             ("controller service account", self.controller_service_account),
@@ -103,6 +121,7 @@ class SubmitSpec:
         _mebibytes(self.executor_memory)
         _mebibytes(self.executor_memory_overhead)
         _mebibytes(self.driver_memory)
+        check_query(self.query)
 
     @property
     def executor_pod_memory(self) -> str:
@@ -118,6 +137,26 @@ class SubmitSpec:
     def hook_url(self) -> str:
         """In-cluster URL of the driver's HTTP API (metrics + scaling hook)."""
         return f"http://{self.driver_service}.{self.namespace}.svc:{self.http_port}"
+
+
+def check_query(spec: str) -> None:
+    """UserError unless the driver pod can load this `--query`: a built-in name, or `package.module[:function]`
+    installed in the job image (not checked here: the image is not). A file on this machine is refused: it would
+    not reach the pod; ship it in the image as a module instead (docs/queries.md)."""
+    import re
+
+    from jobs.query import BUILT_IN, kind_of, split_spec
+
+    if spec in BUILT_IN:
+        return
+    if kind_of(spec) == "file":
+        raise UserError(f"--query {spec}: a file on this machine does not reach the driver pod; on Kubernetes use a "
+                        f"built-in query ({', '.join(BUILT_IN)}) or a module installed in the job image "
+                        "(package.module[:function]; docs/queries.md)")
+    module, func = split_spec(spec)
+    name = r"[A-Za-z_]\w*"
+    if not re.fullmatch(rf"{name}(\.{name})*", module) or not re.fullmatch(name, func):
+        raise UserError(f"--query {spec!r}: not a built-in query ({', '.join(BUILT_IN)}) nor package.module[:function]")
 
 
 def spark_conf(spec: SubmitSpec) -> dict[str, str]:
@@ -160,6 +199,8 @@ def executor_pod_template(spec: SubmitSpec) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"labels": dict(own)},
         "spec": {
+            "automountServiceAccountToken": False,  # executors never call the API server
+            "securityContext": pod_security(JOB_UID),
             "nodeSelector": {spec.pool_label: spec.app},
             "affinity": {
                 "podAntiAffinity": {
@@ -168,7 +209,9 @@ def executor_pod_template(spec: SubmitSpec) -> dict[str, Any]:
                     ]
                 }
             },
-            "containers": [{"name": EXECUTOR_CONTAINER, "resources": resources}],
+            "containers": [{"name": EXECUTOR_CONTAINER, "resources": resources,
+                            "securityContext": container_security(JOB_UID), "volumeMounts": [scratch_mount()]}],
+            "volumes": [scratch_volume()],
         },
     }
 
@@ -187,6 +230,8 @@ def _driver_args(spec: SubmitSpec) -> list[str]:
         "--ui-port", str(spec.ui_port),
         "--driver-host", "$(POD_IP)",
     ]
+    if spec.query != "nearest-landmark":  # the job's default: the committed sample manifests stay as they are
+        args += ["--query", spec.query]
     conf = spark_conf(spec)
     conf.pop("spark.master")
     conf["spark.executor.instances"] = "$(GESSCALE_EXECUTORS)"
@@ -210,6 +255,7 @@ def driver_manifests(spec: SubmitSpec, template_yaml: str) -> list[dict[str, Any
         claim["storageClassName"] = spec.storage_class
     pod_spec: dict[str, Any] = {
         "serviceAccountName": spec.driver_service_account,
+        "securityContext": pod_security(JOB_UID, fs_group=JOB_UID),
         "containers": [
             {
                 "name": "driver",
@@ -237,42 +283,24 @@ def driver_manifests(spec: SubmitSpec, template_yaml: str) -> list[dict[str, Any
                 "resources": {
                     "requests": {"cpu": spec.driver_cpu_request, "memory": f"{_mebibytes(spec.driver_memory) + 384}Mi"}
                 },
+                "securityContext": container_security(JOB_UID),
                 "volumeMounts": [
                     {"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT},
                     {"name": "pod-template", "mountPath": TEMPLATE_DIR, "readOnly": True},
+                    scratch_mount(),
                 ],
             }
         ],
         "volumes": [
             {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint_claim}},
             {"name": "pod-template", "configMap": {"name": f"{spec.app}-pod-template"}},
+            scratch_volume(),
         ],
     }
     if spec.driver_node_selector:
         pod_spec["nodeSelector"] = dict(spec.driver_node_selector)
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": spec.driver_service_account, **meta}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": spec.driver_service_account, **meta},
-            # What Spark's driver does on Kubernetes: create, watch and delete its executor pods, and the
-            # services, config maps and volume claims it may attach to them.
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
-                    "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch"],
-                }
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": spec.driver_service_account, **meta},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": spec.driver_service_account},
-            "subjects": [{"kind": "ServiceAccount", "name": spec.driver_service_account, "namespace": ns}],
-        },
+        *driver_rbac(ns, spec.driver_service_account, {APP_LABEL: spec.app}),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -311,4 +339,5 @@ def driver_manifests(spec: SubmitSpec, template_yaml: str) -> list[dict[str, Any
                 },
             },
         },
+        *job_network_policies(spec.app, ns, spec.controller_namespace, spec.http_port),
     ]

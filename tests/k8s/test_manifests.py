@@ -78,20 +78,92 @@ def test_driver_side_value_by_value():
     assert docs["ConfigMap"]["data"] == {"executor-pod-template.yaml": "template"}
     assert docs["Service"]["spec"]["selector"] == {"gesscale.io/app": "taxi", "gesscale.io/role": "driver"}
     assert docs["RoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": "spark-driver", "namespace": "fog"}]
+    assert docs["Role"]["rules"] == [  # its executors, their config map, a list of claims: nothing else
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["create", "get", "list", "delete", "deletecollection"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
+    ]
 
 
 def test_controller_rbac_lists_only_what_it_uses():
-    docs = {d["kind"]: d for d in controller_rbac("fog", "gesscale-controller")}
+    docs = {d["kind"]: d for d in controller_rbac("fog", "gesscale-controller", app="taxi")}
+    assert docs["Namespace"]["metadata"]["name"] == "gesscale-system"
+    assert docs["ServiceAccount"]["metadata"]["namespace"] == "gesscale-system"
     assert docs["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
                                              "verbs": ["list", "patch"]}]
     assert docs["Role"]["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["taxi-driver"],
+         "verbs": ["get", "patch"]},
     ]
     assert docs["Role"]["metadata"]["namespace"] == "fog"
+    assert docs["RoleBinding"]["subjects"][0]["namespace"] == "gesscale-system"
     live = {d["kind"]: d for d in controller_rbac("fog", "gesscale-controller", restart=False)}
     assert all(r["resources"] != ["deployments"] for r in live["Role"]["rules"])
+    named = {d["kind"]: d for d in controller_rbac("fog", "gesscale-controller", nodes=["pi05", "pi04", "pi05"])}
+    assert named["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["nodes"], "resourceNames": ["pi04", "pi05"], "verbs": ["patch"]},
+    ]
+
+
+def test_the_controller_cannot_share_the_jobs_namespace():
+    with pytest.raises(UserError, match="must differ"):
+        controller_rbac("fog", "gesscale-controller", controller_namespace="fog")
+    with pytest.raises(UserError, match="must differ"):
+        SubmitSpec(namespace="fog", controller_namespace="fog")
+
+
+def _pods(files: dict[str, str]) -> list[tuple[str, dict]]:
+    """(where, pod spec) of every pod the bundle makes: Deployments' templates and the executor template."""
+    found = []
+    for name, text in files.items():
+        if not name.endswith(".yaml"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc["kind"] == "Deployment":
+                found.append((f"{name} {doc['metadata']['name']}", doc["spec"]["template"]["spec"]))
+            elif doc["kind"] == "Pod":
+                found.append((name, doc["spec"]))
+    return found
+
+
+@pytest.mark.parametrize("spec", [SubmitSpec(), SPEC], ids=["defaults", "custom"])
+def test_every_pod_and_container_is_hardened(spec):
+    pods = _pods(bundle(spec))
+    assert len(pods) == 3  # driver, controller, executor template
+    for where, pod in pods:
+        ctx = pod["securityContext"]
+        assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] > 0, where
+        assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        scratch = [v["name"] for v in pod["volumes"] if "emptyDir" in v]
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}, where
+            assert sc["readOnlyRootFilesystem"] is True and sc["runAsNonRoot"] is True, where
+            mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+            assert mounts["/tmp"] in scratch, where  # the only writable scratch under a read-only root
+
+
+def test_network_policies_let_only_the_controller_reach_the_hook():
+    docs = [d for d in driver_manifests(SPEC, "template") if d["kind"] == "NetworkPolicy"]
+    driver = next(d for d in docs if d["spec"]["podSelector"]["matchLabels"]["gesscale.io/role"] == "driver")
+    hook, executors = driver["spec"]["ingress"]
+    assert hook["ports"] == [{"protocol": "TCP", "port": SPEC.http_port}]
+    (peer,) = hook["from"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "gesscale-system"}}
+    assert peer["podSelector"] == {"matchLabels": {"gesscale.io/app": "taxi", "gesscale.io/role": "controller"}}
+    assert executors == {"from": [{"podSelector": {"matchLabels": {"gesscale.io/app": "taxi",
+                                                                  "gesscale.io/role": "executor"}}}]}
+    assert driver["spec"]["policyTypes"] == ["Ingress"]
+    controller = yaml.safe_load_all(bundle(SPEC)["controller.yaml"])
+    deployment = next(controller)
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert peer["podSelector"]["matchLabels"] == labels  # the policy selects the controller's own pods
+    assert deployment["metadata"]["namespace"] == "gesscale-system"
 
 
 def test_schema_check_rejects_a_typo_and_a_wrong_type():
@@ -140,7 +212,7 @@ def test_kubectl_client_dry_run_accepts_the_manifests(fake_kube, tmp_path):
     ok = kubectl("rbac.yaml", "driver.yaml")
     assert ok.returncode == 0, ok.stderr
     created = [line for line in ok.stdout.splitlines() if line.endswith("created (dry run)")]
-    assert len(created) == 13  # 5 RBAC documents + namespace and 7 driver-side documents
+    assert len(created) == 16  # 6 RBAC documents + namespace and 9 driver-side documents
     assert "deployment.apps/taxi-driver created (dry run)" in ok.stdout
     assert fake_kube.writes(agent_prefix="") == []  # a client dry run sends nothing
     bad = kubectl("bad.yaml")  # the same check refuses what the API does not serve

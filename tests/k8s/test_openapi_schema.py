@@ -70,7 +70,10 @@ def test_the_controller_deployment_is_among_them_and_uses_its_service_account() 
     assert deployment["kind"] == "Deployment"
     pod = deployment["spec"]["template"]["spec"]
     rbac = dict(_documents(SubmitSpec()))
-    assert pod["serviceAccountName"] == rbac["rbac.yaml[0]"]["metadata"]["name"] == "gesscale-controller"
+    account = rbac["rbac.yaml[1]"]
+    assert account["kind"] == "ServiceAccount"
+    assert pod["serviceAccountName"] == account["metadata"]["name"] == "gesscale-controller"
+    assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"] == "gesscale-system"
     args = pod["containers"][0]["args"]
     assert args[:4] == ["k8s", "run", "--hook-url", "http://gesscale-job-driver.spark.svc:4041"]
 

@@ -102,14 +102,9 @@ def controller_rbac(
     ]
 
 
-def driver_rbac(namespace: str, service_account: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def driver_rbac(namespace: str, service_account: str) -> list[dict[str, Any]]:
     """The driver's ServiceAccount, Role and RoleBinding, all in the job's `namespace`."""
     meta: dict[str, Any] = {"name": service_account, "namespace": namespace}
-    if labels:
-        meta["labels"] = dict(labels)
-    binding = _binding("RoleBinding", service_account, namespace, "Role", service_account, namespace)
-    if labels:
-        binding["metadata"]["labels"] = dict(labels)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
         {
@@ -122,5 +117,5 @@ def driver_rbac(namespace: str, service_account: str, labels: dict[str, str] | N
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": list(DRIVER_PVC_VERBS)},
             ],
         },
-        binding,
+        _binding("RoleBinding", service_account, namespace, "Role", service_account, namespace),
     ]

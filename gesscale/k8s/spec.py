@@ -300,7 +300,7 @@ def driver_manifests(spec: SubmitSpec, template_yaml: str) -> list[dict[str, Any
     if spec.driver_node_selector:
         pod_spec["nodeSelector"] = dict(spec.driver_node_selector)
     return [
-        *driver_rbac(ns, spec.driver_service_account, {APP_LABEL: spec.app}),
+        *driver_rbac(ns, spec.driver_service_account),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

@@ -78,25 +78,36 @@ def test_spark_rbac_is_least_privilege(rendered):
     assert ("Namespace", "spark") in docs
     driver = docs[("Role", "spark-driver")]
     assert driver["metadata"]["namespace"] == "spark"
-    assert {r for rule in driver["rules"] for r in rule["resources"]} == {"pods", "services", "configmaps"}
+    assert {r for rule in driver["rules"] for r in rule["resources"]} == {"pods", "configmaps",
+                                                                          "persistentvolumeclaims"}
     controller = docs[("Role", "gesscale-controller")]
+    assert controller["metadata"]["namespace"] == "spark"
     assert controller["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["gesscale-job-driver"],
+         "verbs": ["get", "patch"]},
     ]
     nodes = docs[("ClusterRole", "gesscale-controller-nodes")]
     assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}]
-    # one source: the role applies exactly what `gesscale k8s manifests` writes to manifests/rbac.yaml
-    shipped = list(yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()))
+    # one source: the role applies exactly what `gesscale k8s submit` writes to manifests/ (RBAC documents)
+    shipped = [d for name in ("rbac.yaml", "driver.yaml")
+               for d in yaml.safe_load_all((ROOT / "manifests" / name).read_text())
+               if d["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole",
+                                "ClusterRoleBinding")]
+    assert len(shipped) == 10
     for doc in shipped:
         assert docs[(doc["kind"], doc["metadata"]["name"])] == doc
     assert not any(d["kind"] == "ClusterRole" and "pods" in str(d) for d in docs.values())
-    for kind in ("RoleBinding", "ClusterRoleBinding"):
-        for (k, _), doc in docs.items():
-            if k == kind:
-                assert doc["subjects"][0]["kind"] == "ServiceAccount"
-                assert doc["subjects"][0]["namespace"] == "spark"
+    accounts = {(k, d["metadata"]["name"]): d["metadata"]["namespace"] for (k, _), d in docs.items()
+                if k == "ServiceAccount"}
+    assert accounts == {("ServiceAccount", "spark-driver"): "spark",
+                        ("ServiceAccount", "gesscale-controller"): "gesscale-system"}
+    for (k, _), doc in docs.items():
+        if k in ("RoleBinding", "ClusterRoleBinding"):
+            (subject,) = doc["subjects"]
+            assert subject["kind"] == "ServiceAccount"
+            assert subject["namespace"] == accounts[("ServiceAccount", subject["name"])]
 
 
 def test_spark_rbac_fits_the_openapi_schema_of_the_k3s_it_goes_to(rendered):

@@ -3,6 +3,10 @@
 pyspark from PyPI has `bin/spark-class` but no `sbin/start-*.sh`, so daemons are launched directly as
 `spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`, each in its own process group so it
 can be stopped with everything it started (executors, Python workers).
+
+Each daemon and its web UI bind to the daemon's own address only (`--host` and `SPARK_LOCAL_IP`; Spark's UIs would
+otherwise listen on every interface). With `secured_conf` (`jobs/spark_security.py`) the daemon requires the
+run's secret of every RPC client and runs without kill links or REST submission server.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from gesscale.errors import UserError
 from jobs.cds import BASE_OPTIONS
 from jobs.cds import java_options as cds_options
+from jobs.spark_security import bind_env
 
 
 def spark_home() -> Path:
@@ -66,7 +71,7 @@ class Daemon:
 
 
 def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Path, timeout_s: float,
-            cgroup_procs: Path | None = None) -> Daemon:
+            cgroup_procs: Path | None = None, secured_conf: Path | None = None) -> Daemon:
     with socket.socket() as probe:
         try:
             probe.bind((host, port))
@@ -77,6 +82,7 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     env = dict(os.environ)
     env.update(SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=env.get("PYSPARK_PYTHON", sys.executable),
                SPARK_LOG_DIR=str(work), SPARK_WORKER_DIR=str(work / "work"))
+    env.update(bind_env(host, secured_conf))  # the web UI on the daemon's own address; the secured settings
     # Master and worker daemons do little work: C1 only and the serial GC start them faster on a small machine,
     # and so do Spark's classes from the class-data archive when there is one (jobs/cds.py).
     env.setdefault("SPARK_DAEMON_JAVA_OPTS", f"{BASE_OPTIONS} {cds_options()}".strip())
@@ -95,17 +101,21 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     return daemon
 
 
-def start_master(host: str, port: int, ui_port: int, work: Path, timeout_s: float = 60.0) -> Daemon:
-    """Start a standalone master on host:port (UI on ui_port); its URL is `spark://host:port`."""
+def start_master(host: str, port: int, ui_port: int, work: Path, timeout_s: float = 60.0,
+                 secured_conf: Path | None = None) -> Daemon:
+    """Start a standalone master on host:port (UI on host:ui_port); its URL is `spark://host:port`. With
+    `secured_conf` (`jobs.spark_security.create`) it requires the run's secret of every client."""
     return _launch("master", "org.apache.spark.deploy.master.Master",
-                   ["--host", host, "--port", str(port), "--webui-port", str(ui_port)], host, port, work, timeout_s)
+                   ["--host", host, "--port", str(port), "--webui-port", str(ui_port)], host, port, work, timeout_s,
+                   secured_conf=secured_conf)
 
 
 def start_worker(master_url: str, host: str, port: int, ui_port: int, work: Path, cores: int = 1,
-                 memory: str = "1g", timeout_s: float = 60.0, cgroup_procs: Path | None = None) -> Daemon:
+                 memory: str = "1g", timeout_s: float = 60.0, cgroup_procs: Path | None = None,
+                 secured_conf: Path | None = None) -> Daemon:
     """Start a worker bound to `host` offering `cores` cores to the master at `master_url` (inside the cgroup
-    whose `cgroup.procs` file is given, with everything it launches)."""
+    whose `cgroup.procs` file is given, with everything it launches); `secured_conf` as for `start_master`."""
     return _launch(f"worker-{host}", "org.apache.spark.deploy.worker.Worker",
                    ["--host", host, "--port", str(port), "--webui-port", str(ui_port), "--cores", str(cores),
                     "--memory", memory, "--work-dir", str(work / "work"), master_url],
-                   host, port, work, timeout_s, cgroup_procs)
+                   host, port, work, timeout_s, cgroup_procs, secured_conf)

@@ -31,6 +31,7 @@ from typing import Any
 from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
 from gesscale.testbed.cgroups import CgroupTree, process_tree
+from jobs import spark_security
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,10 @@ class Fleet:
                     raise UserError(f"port {host}:{port} for node {name} is taken (another testbed running?)")
         cgroups = CgroupTree()
         try:
-            master = start_master(MASTER_HOST, ports.master, ports.master_ui, run_dir / "master")
+            # a fresh secret per run; master, workers and the job all read it (jobs/spark_security.py)
+            secured = spark_security.create(run_dir)
+            master = start_master(MASTER_HOST, ports.master, ports.master_ui, run_dir / "master",
+                                  secured_conf=secured)
         except BaseException:
             cgroups.close()
             raise
@@ -255,7 +259,8 @@ class Fleet:
         groups = self.state.extra.get("net_groups")  # the WAN emulation's per-node groups (gesscale.testbed.wan)
         daemon = start_worker(self.state.master_url, info.host, info.port, info.ui_port,
                               self.run_dir / "nodes" / name, cores=1,
-                              cgroup_procs=Path(groups) / name / "cgroup.procs" if groups else None)
+                              cgroup_procs=Path(groups) / name / "cgroup.procs" if groups else None,
+                              secured_conf=spark_security.existing(self.run_dir))
         # The worker daemon stays outside the budget (see the module doc); the watcher confines what it launches.
         self.state.workers[name] = daemon.process.pid
         self.save()

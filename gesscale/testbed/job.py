@@ -23,7 +23,11 @@ from typing import Any
 from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
 from gesscale.k8s.hook_client import HttpDriverHook
+from jobs import spark_security
 from jobs.cds import BASE_OPTIONS
+from jobs.spark_security import bind_env
+
+DRIVER_HOST = "127.0.0.1"  # driver RPC, block manager, UI and the hook: loopback only
 
 # JVM options of the executors on budgeted fog nodes. Inside a quarter-core CFS quota the C2 JIT compiler and
 # the parallel GC threads compete with the first tasks for the quota; C1 only and the serial collector halved a
@@ -92,7 +96,7 @@ class TestbedJob:
         return [
             sys.executable, "-m", "gesscale", "job", "run", "--bootstrap", s.bootstrap, "--input", s.input,
             "--output", s.output, "--dead-letter", s.dead_letter, "--checkpoint", str(self.checkpoint),
-            "--master", self.master_url, "--executors", str(executors), "--driver-host", "127.0.0.1",
+            "--master", self.master_url, "--executors", str(executors), "--driver-host", DRIVER_HOST,
             "--http-port", str(s.http_port), "--ui-port", str(s.ui_port),
             "--max-rows-per-batch", str(s.max_rows_per_batch), "--max-rows-per-range", str(s.max_rows_per_range),
             "--metrics-jsonl", str(self.batches_path), "--bp-window-s", str(s.bp_window_s), "--query", s.query,
@@ -115,7 +119,9 @@ class TestbedJob:
             if not port_is_free(port):
                 raise UserError(f"port {port} for the job is taken (another testbed running?)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "GESSCALE_JOB_TOKEN": self.settings.token, "PYSPARK_PYTHON": sys.executable}
+        env = {**os.environ, "GESSCALE_JOB_TOKEN": self.settings.token, "PYSPARK_PYTHON": sys.executable,
+               # driver UI and RPC on 127.0.0.1 only; the fleet's secret from its 0600 conf (jobs/spark_security.py)
+               **bind_env(DRIVER_HOST, spark_security.existing(self.run_dir))}
         with self.log_path.open("ab") as log:
             self._popen = subprocess.Popen(self.argv(executors), stdout=log, stderr=subprocess.STDOUT,
                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True)

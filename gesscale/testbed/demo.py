@@ -333,18 +333,23 @@ def measure_network(tb: Any, out: Path, say: Callable[[str], None]) -> dict[str,
 def measure_node_rate(backend: Any, node: str, seconds: float, say: Callable[[str], None]) -> float:
     """Records/s the job sustains on `node` alone, warm: what the day's volume is sized from.
 
-    The capacity probe's warm-up keeps the node saturated for at least `seconds` and until its micro-batches
-    stop getting faster (a fresh executor speeds up over its first minute), then the throughput while it
-    drains a burst of full micro-batches is taken (`LocalProbeTarget.upper_bound`, without its headroom). The
-    probe's records are real records with unique keys, counted like every other.
+    The capacity probe's warm-up keeps the node saturated (full micro-batches, more records always waiting) for
+    at least `seconds` and until its micro-batches stop getting faster (a fresh executor speeds up over its
+    first minute); the saturated throughput of its last steady batches is the rate (`steady_rate`). Only when
+    too few of them were held back is a drained burst of full micro-batches measured instead
+    (`LocalProbeTarget.upper_bound`, without its headroom), which costs another ~20 s. The probe's records are
+    real records with unique keys, counted like every other.
     """
     from gesscale.testbed.probe_target import LocalProbeTarget
 
     target = LocalProbeTarget(backend)  # quiet: its messages speak of a search that is not run here
     try:
+        since = time.time()
         sent = target.warm_up(seconds)
-        target.upper_bound((node,))
-        rate = target.saturated[(node,)]
+        rate = target.steady_rate(since)
+        if rate is None:
+            target.upper_bound((node,))
+            rate = target.saturated[(node,)]
     finally:
         target.close()
     say(f"    {node} sustains about {rate:.0f} records/s ({sent} warm-up records)")

@@ -121,6 +121,15 @@ def saturated_rate(batches: Sequence[dict[str, Any]]) -> float | None:
     return rows / span if span > 0 else None
 
 
+def steady_rate(batches: Sequence[dict[str, Any]], since: float, last: int = 4) -> float | None:
+    """Saturated throughput over the newest `last` + 1 held-back batches completed after `since` (wall time):
+    what `LocalProbeTarget.warm_up` ends on, once its batches run at a steady speed with more records always
+    waiting. None with fewer than 3 such batches."""
+    held = [b for b in distinct_batches([b for b in batches if float(b["time"]) > since])
+            if b.get("held_back") and b["num_input_rows"] > 0]
+    return saturated_rate(held[-(last + 1):])
+
+
 def warmed_up(batches: Sequence[dict[str, Any]], last: int = 3, rise: float = 0.15) -> bool:
     """True when the job no longer speeds up: the throughput (rows per second of batch duration) of the newest
     of its last `last` non-empty batches is at most `rise` above that of the oldest of them. False with fewer
@@ -336,6 +345,10 @@ class LocalProbeTarget:
         if not self.drain(self.settle_timeout_s):
             raise UserError(f"the warm-up's backlog did not drain within {self.settle_timeout_s:.0f} s")
         return self.injector.sent - start
+
+    def steady_rate(self, since: float, last: int = 4) -> float | None:
+        """`steady_rate` of the batches completed so far (module function)."""
+        return steady_rate(self._batches(), since, last)
 
     def upper_bound(self, nodes: tuple[str, ...]) -> float:
         """Saturated throughput while draining a burst of `burst_batches` full batches, plus `headroom`."""

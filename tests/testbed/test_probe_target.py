@@ -9,6 +9,7 @@ from gesscale.testbed.probe_target import (
     LIVE_PARAMS,
     processed_by,
     saturated_rate,
+    steady_rate,
     warmed_up,
     window_from_samples,
 )
@@ -70,6 +71,18 @@ def test_saturated_rate_uses_whole_held_back_batches() -> None:
           _batch(3, 20.0, 5.0, 2000, True), _batch(4, 22.0, 2.0, 700)]
     assert saturated_rate(bs) == pytest.approx(4000 / 10.0)
     assert saturated_rate(bs[:3]) is None
+
+
+def test_steady_rate_is_taken_over_the_newest_held_back_batches_after_the_start() -> None:
+    # a cold start (slow batches) then steady ones: only the last five held-back batches count
+    cold = [_batch(i, 10.0 * (i + 1), 10.0, 2000, True) for i in range(3)]
+    steady = [_batch(3 + i, 30.0 + 4.0 * (i + 1), 4.0, 2000, True) for i in range(6)]
+    drained = [_batch(9, 56.0, 1.0, 300)]
+    bs = cold + steady + drained
+    assert steady_rate(bs, since=0.0) == pytest.approx(4 * 2000 / 16.0)
+    assert steady_rate(bs, since=0.0, last=8) < 4 * 2000 / 16.0  # reaching back into the cold batches
+    assert steady_rate(bs, since=47.0) is None  # batches completed before `since` are not the warm-up's
+    assert steady_rate(bs, since=41.0) == pytest.approx(3 * 2000 / 12.0)
 
 
 def test_testbed_nodes_are_the_union_of_the_configurations_in_map_order() -> None:

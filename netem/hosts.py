@@ -9,7 +9,9 @@ values), so the fabric path and the playbooks agree on every variable. Variables
 - `ansible_connection: local`: the host is this machine (commands run here, no SSH; several such hosts may share
   it, each with its own address, e.g. 127.0.0.51 and 127.0.0.52);
 - `netem_python`: the Python on the host that has gesscale's `netem` package, for the userspace engine's delay
-  daemon (default: `python3`; for local hosts the Python running gesscale).
+  daemon (default: `python3`; for local hosts the Python running gesscale);
+- `ssh_known_hosts_file`: the host keys SSH checks (default: `known_hosts` in the inventory's folder; learned
+  once by `gesscale provision --learn-host-keys`, `netem.known_hosts`): an unknown or changed key is refused.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ CONNECTION_VARS = (
     "netem_device",
     "ansible_connection",
     "netem_python",
+    "ssh_known_hosts_file",
 )
 
 
@@ -51,6 +54,7 @@ class Host:
     device: str | None = None
     connection: str | None = None
     python: str | None = None
+    known_hosts: str | None = None  # the known_hosts file SSH checks this host's key against
 
     @property
     def local(self) -> bool:
@@ -94,6 +98,7 @@ def host_from_vars(name: str, hostvars: Mapping[str, Any]) -> Host:
         device=hostvars.get("netem_device"),
         connection=hostvars.get("ansible_connection"),
         python=hostvars.get("netem_python"),
+        known_hosts=None if hostvars.get("ssh_known_hosts_file") is None else str(hostvars["ssh_known_hosts_file"]),
     )
 
 
@@ -157,6 +162,7 @@ def load_inventory(path: str | Path) -> dict[str, Host]:
         raise UserError(f"{p}: cannot parse inventory: {err}") from None
     variables = VariableManager(loader=loader, inventory=inventory)
     hosts: dict[str, Host] = {}
+    default_known_hosts = str((p if p.is_dir() else p.parent).resolve() / "known_hosts")
     for h in inventory.get_hosts():
         all_vars = variables.get_vars(host=h)
         templar = Templar(loader=loader, variables=all_vars)
@@ -167,6 +173,7 @@ def load_inventory(path: str | Path) -> dict[str, Host]:
                     wanted[key] = templar.template(all_vars[key])
                 except Exception as err:
                     raise UserError(f"{p}: host {h.name}: cannot render {key}: {err}") from None
+        wanted.setdefault("ssh_known_hosts_file", default_known_hosts)
         hosts[h.name] = host_from_vars(h.name, wanted)
     if not hosts:
         raise UserError(f"{p}: no hosts in inventory (is it an Ansible inventory?)")

@@ -97,8 +97,12 @@ def run_playbook(
     check: bool = False,
     progress: Progress | None = None,
     timeout_s: int | None = None,
+    extra_vars_files: tuple[str, ...] = (),
 ) -> PlaybookResult:
-    """Run one playbook against an inventory; `progress(kind, host, text)` sees each task and host result."""
+    """Run one playbook against an inventory; `progress(kind, host, text)` sees each task and host result.
+
+    `extra_vars_files`: YAML (or ansible-vault) files of variables, passed as `-e @FILE` (secrets by file:
+    their values never appear on a command line)."""
     import ansible_runner  # heavy: imported only when a playbook runs
 
     path = playbook_path(playbook)
@@ -116,6 +120,8 @@ def run_playbook(
         cmdline += ["--vault-password-file", str(Path(vault_password_file).resolve())]
     if check:
         cmdline += ["--check", "--diff"]
+    for vars_file in extra_vars_files:
+        cmdline += ["-e", "@" + str(Path(vars_file).resolve())]
     bindir = str(Path(sys.executable).parent)
     envvars = {
         "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
@@ -123,6 +129,9 @@ def run_playbook(
         "ANSIBLE_SSH_CONTROL_PATH_DIR": os.path.join(tempfile.gettempdir(), f"gesscale-cp-{os.getuid()}"),
         "ANSIBLE_FORCE_COLOR": "False",
         "ANSIBLE_NOCOLOR": "True",
+        # ansible-runner turns host key checking off unless told: unknown or changed keys must stop the run
+        # (learned once: `gesscale provision --learn-host-keys`, netem/known_hosts.py)
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
     }
     failures: list[str] = []
     changes: list[str] = []

@@ -2,7 +2,9 @@
 
 The rest of `netem` only sees the small `Remote` interface, so the orchestration can be read without SSH
 details. Commands that need root run through `sudo -n` when the login user is not root and `ansible_become`
-is set, as Ansible would.
+is set, as Ansible would. Host keys are checked, never learned silently: a host's key must be in its
+known_hosts file (`Host.known_hosts`, learned once with `gesscale provision --learn-host-keys`) or the user's
+~/.ssh/known_hosts; an unknown or changed key stops the connection (fabric's own default accepts any key).
 """
 
 from __future__ import annotations
@@ -69,7 +71,13 @@ class FabricRemote:
                 kwargs: dict[str, object] = {"timeout": self._connect_timeout_s}
                 if host.key_file:
                     kwargs["key_filename"] = host.key_file
+                from paramiko import RejectPolicy
+
                 conn = Connection(host.ssh_host, user=host.user, port=host.port, connect_kwargs=kwargs)
+                conn.client.set_missing_host_key_policy(RejectPolicy())  # fabric would auto-accept
+                conn.client.load_system_host_keys()  # ~/.ssh/known_hosts, when there is one
+                if host.known_hosts and os.path.isfile(host.known_hosts):
+                    conn.client.load_host_keys(host.known_hosts)
                 self._connections[host.name] = conn
             return conn
 
@@ -88,7 +96,8 @@ class FabricRemote:
                 timeout=self._command_timeout_s,
             )
         except Exception as err:  # paramiko/socket errors: unreachable host, bad key, refused, timeout
-            raise UserError(f"host {host.name} ({host.ssh_host}): SSH failed: {type(err).__name__}: {err}") from None
+            raise UserError(host_key_problem(host, err) or
+                            f"host {host.name} ({host.ssh_host}): SSH failed: {type(err).__name__}: {err}") from None
         return Result(res.exited, res.stdout, res.stderr)
 
     def close(self) -> None:
@@ -97,6 +106,21 @@ class FabricRemote:
             for conn in self._connections.values():
                 conn.close()  # type: ignore[attr-defined]
             self._connections.clear()
+
+
+def host_key_problem(host: Host, err: Exception) -> str | None:
+    """One line for a refused host key (changed, or not recorded), else None."""
+    from paramiko.ssh_exception import BadHostKeyException, SSHException
+
+    where = host.known_hosts or "~/.ssh/known_hosts"
+    if isinstance(err, BadHostKeyException):
+        return (f"host {host.name} ({host.ssh_host}): its SSH host key CHANGED since it was recorded in {where}: "
+                "refusing to connect (someone may be in the middle; if the machine was reinstalled, check its "
+                "fingerprint on its console and remove its old line)")
+    if isinstance(err, SSHException) and "not found in known_hosts" in str(err):
+        return (f"host {host.name} ({host.ssh_host}): unknown SSH host key (not in {where}): learn it once with "
+                "`gesscale provision -i INVENTORY --learn-host-keys` and compare the fingerprints it prints")
+    return None
 
 
 class LocalRemote:

@@ -115,12 +115,17 @@ class Fleet:
             timeout=timeout_s,
         )
 
+    @property
+    def known_hosts(self) -> Path:
+        """The fleet's known_hosts file: its one host key for each host's address (inventory/local names it)."""
+        return self.state_dir / "known_hosts"
+
     def ssh_options(self) -> list[str]:
-        """OpenSSH client options for the fleet (throwaway host keys are not recorded)."""
+        """OpenSSH client options for the fleet (host keys checked against the fleet's own known_hosts)."""
         return [
             "-i", str(self.key_path),
-            "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "StrictHostKeyChecking=yes",
+            "-o", f"UserKnownHostsFile={self.known_hosts}",
             "-o", "LogLevel=ERROR",
             "-o", "BatchMode=yes",
             "-o", "ConnectTimeout=5",
@@ -132,6 +137,8 @@ class Fleet:
         self.state_dir.mkdir(mode=0o700, parents=True)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gesscale-fleet", "-f", str(self.key_path))
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.state_dir / "host_key"))
+        public = " ".join((self.state_dir / "host_key.pub").read_text().split()[:2])
+        self.known_hosts.write_text("".join(f"{h.address} {public}\n" for h in self.hosts))
         hosts = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
         (self.state_dir / "hosts").write_text(hosts)
         (self.state_dir / "sshd_config").write_text(

@@ -33,12 +33,21 @@ machine's load moves much less than the rates.
 The variants are off by default: they start a second broker and double the run time, and the default output
 stays comparable, line for line, with the earlier figures in docs/job.md.
 
+`--queries nearest-landmark,frequent-routes` (any `--query` values, docs/queries.md) measures the job once per
+query, in the same alternating order, together with the source and the hand-over floor, and prints for each
+its records/s per core (the rate over the session's 2 cores) and records per CPU-second of Spark's processes
+(1 / its CPU per row), and its ratios to the floor and to the first query. The records are `tests/job/ridegen`'s
+(one ride per second of trace time; the event time keeps counting past the first day, so that a windowed
+query's windows close and none of its rows is late).
+
     .venv/bin/python benchmarks/bench_job.py [--records 150000] [--rounds 3] [--variants] [--bootstrap HOST:PORT]
+        [--queries nearest-landmark,frequent-routes]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -48,6 +57,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +72,25 @@ LABELS = {
     "job": "job",
     "apart": "job, output on a separate empty broker",
 }
+CORES = 2  # the session's local[2]
+TRACE_START = datetime(2013, 5, 1)
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    """`ridegen`'s rides 0..n-1 round-robin over the partitions, ride i's event time TRACE_START + i seconds
+    (ridegen's own clock wraps after a day, which would make a windowed query drop the second day as late)."""
+    import random
+
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 20)
+    rnd = random.Random(1)
+    for i in range(n):
+        rec = ridegen.ride(i, rnd)
+        rec["event_time"] = (TRACE_START + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S")
+        producer.send(topic, key=rec["ride_id"].encode(), value=json.dumps(rec).encode(), partition=i % partitions)
+    producer.flush()
+    producer.close()
 
 
 @dataclass
@@ -165,7 +194,19 @@ def main() -> int:
     ap.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
     ap.add_argument("--variants", action="store_true",
                     help="also measure the hand-over floor and the job writing to a separate, empty embedded broker")
+    ap.add_argument("--queries", default="nearest-landmark",
+                    help="the job's queries to measure, comma-separated (more than one: the floor is measured too)")
     args = ap.parse_args()
+    queries = [q.strip() for q in args.queries.split(",") if q.strip()]
+    if not queries:
+        ap.error("--queries is empty")
+    from gesscale.errors import UserError
+    from jobs.query import load_query
+
+    try:
+        per_record = {q: load_query(q).per_record for q in queries}
+    except UserError as err:
+        ap.error(str(err))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from gesscale.brokers import start_kafka
@@ -190,13 +231,15 @@ def main() -> int:
         topic = f"bench-in-{uuid.uuid4().hex[:8]}"
         ensure_topic(bootstrap, topic, args.partitions)
         t0 = time.monotonic()
-        ridegen.produce(bootstrap, topic, args.records, args.partitions)
+        produce(bootstrap, topic, args.records, args.partitions)
         print(f"produced {args.records} records in {time.monotonic() - t0:.1f} s", flush=True)
 
         from pyspark.sql import SparkSession
 
         spark = (SparkSession.builder.master("local[2]").appName("bench-job").config("spark.ui.port", "14090")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")  # as the job
+                 .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(KafkaSource)
         pids = [b.process.pid for b in brokers]
@@ -269,18 +312,22 @@ def main() -> int:
                 print(f"warning: the floor counted {sum(counted)} rows, not {args.records}", flush=True)
             return m
 
-        def measure_job(r: int, output_bootstrap: str | None = None) -> Measurement:
-            name = "apart" if output_bootstrap else "job"
+        def measure_job(r: int, output_bootstrap: str | None = None, query: str = queries[0]) -> Measurement:
+            name = "apart" if output_bootstrap else f"q{queries.index(query)}"
             cfg = JobConfig(bootstrap=bootstrap, input=topic, output=f"{topic}-{name}{r}",
                             dead_letter=f"{topic}-{name}-dlq{r}", checkpoint=scratch / f"ck-{name}-{r}",
-                            max_rows_per_batch=args.batch, available_now=True, output_bootstrap=output_bootstrap)
+                            max_rows_per_batch=args.batch, available_now=True, output_bootstrap=output_bootstrap,
+                            query=query)
             for t in (cfg.output, cfg.dead_letter_topic):
                 ensure_topic(cfg.sink_bootstrap, t, args.partitions)
             state = JobState()
             m = measured(lambda: start_query(spark, cfg, state))
-            done = sum(c["written"] + c["dead_letters"] for c in state.counts.values())
-            if done != args.records:
-                print(f"warning: {LABELS[name]} wrote {done} records, not {args.records}", flush=True)
+            written = sum(c["written"] for c in state.counts.values())
+            done = written + sum(c["dead_letters"] for c in state.counts.values())
+            if per_record[query] and done != args.records:
+                print(f"warning: {LABELS.get(name, query)} wrote {done} records, not {args.records}", flush=True)
+            elif not per_record[query]:
+                print(f"  ({query}: {written} output records)", flush=True)
             # the next round's job meets the same store as this one
             delete_topics(cfg.sink_bootstrap, [cfg.output, cfg.dead_letter_topic])
             return m
@@ -288,6 +335,8 @@ def main() -> int:
         measure: dict[str, Callable[[int], Measurement]] = {
             "source": measure_source, "floor": measure_floor, "job": measure_job,
             "apart": lambda r: measure_job(r, out_bootstrap)}
+        if len(queries) > 1 or queries != ["nearest-landmark"]:
+            return by_query(args, queries, measure, measure_job)
         names = ["source", "floor", "job", "apart"] if args.variants else ["source", "job"]
         extra = [n for n in names if n not in ("source", "job")]
         ratios: dict[str, list[float]] = {n: [] for n in names if n != "source"}
@@ -319,6 +368,36 @@ def main() -> int:
         for broker in brokers:
             broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def by_query(args: Any, queries: list[str], measure: dict[str, Callable[[int], Measurement]],
+             measure_job: Callable[..., Measurement]) -> int:
+    """`--queries`: the source, the floor and the job once per query each round, in alternating order; per round
+    and as medians, each one's records/s per core and records per Spark CPU-second, and the ratios."""
+    for i, q in enumerate(queries):
+        LABELS[f"q{i}"] = f"job {q}"
+        measure[f"q{i}"] = lambda r, q=q: measure_job(r, query=q)
+    names = ["source", "floor", *[f"q{i}" for i in range(len(queries))]]
+    got_all: dict[str, list[Measurement]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            got_all[n].append(measure[n](r))
+        print(f"round {r + 1} (load {os.getloadavg()[0]:.1f}): " + "; ".join(
+            f"{LABELS[n]} {got_all[n][-1].rate:,.0f} rows/s = {got_all[n][-1].rate / CORES:,.0f} per core, "
+            f"{1e6 / got_all[n][-1].spark_us_per_row:,.0f} per Spark CPU-s" for n in names), flush=True)
+    med = {n: statistics.median(m.rate for m in got_all[n]) for n in names}
+    per_cpu = {n: statistics.median(1e6 / m.spark_us_per_row for m in got_all[n]) for n in names}
+    print(f"\nmedians of {args.rounds} rounds ({CORES} cores, {args.records} records, {args.batch}-row batches):")
+    print(f"{'':<48} {'rows/s':>9} {'per core':>9} {'per CPU-s':>9} {'/floor':>7} {'/first':>7} {'/source':>7}")
+    for n in names:
+        first = f"q{0}"
+        print(f"{LABELS[n]:<48} {med[n]:>9,.0f} {med[n] / CORES:>9,.0f} {per_cpu[n]:>9,.0f} "
+              f"{med[n] / med['floor']:>7.2f} {med[n] / med[first]:>7.2f} {med[n] / med['source']:>7.2f}")
+    for i, q in enumerate(queries[1:], start=1):
+        ratios = [a.rate / b.rate for a, b in zip(got_all[f"q{i}"], got_all["q0"], strict=True)]
+        print(f"{q} / {queries[0]} per round: {' / '.join(f'{x:.2f}' for x in ratios)}; median "
+              f"{statistics.median(ratios):.2f}")
+    return 0
 
 
 if __name__ == "__main__":

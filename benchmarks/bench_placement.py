@@ -6,10 +6,12 @@ n = 2 and 3, the placement with the smallest ND_max (as the controller places) a
 then fits the performance model MST = alpha n^beta - gamma ND_max on all but one configuration and predicts the
 one held out. Prints the MSTs, the far/near ratios, the fitted model and its error on the held-out placement.
 
-With `--no-wan` the same runs on plain loopback (the control: there, placement cannot matter).
+With `--no-wan` the same runs on plain loopback (the control: there, placement cannot matter). `--query` runs
+the job with another query (docs/queries.md), e.g. frequent-routes, whose replicas exchange data in a shuffle.
+`--far 3` measures the farthest placement only for n = 3 (a shorter run; n = 1 has one placement: ND_max 0).
 
     .venv/bin/python benchmarks/bench_placement.py [--map inventory/latency/fog9.yaml] [--replicas 2,3]
-        [--node-cpu 0.25] [--no-wan] [--out out/bench-placement]
+        [--far 2,3] [--node-cpu 0.25] [--no-wan] [--query nearest-landmark] [--out out/bench-placement]
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ from netem.latency_map import LatencyMap, load_latency_map  # noqa: E402
 
 def extreme_placements(lmap: LatencyMap, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The placement of n nodes with the smallest ND_max (the controller's greedy choice) and one with the
-    largest (the farthest pair, completed by the nodes that keep the sum of RTTs largest)."""
+    largest (the farthest pair, completed by the nodes that keep the sum of RTTs largest). One node has no
+    pair: its placements all have ND_max 0, so both are the near one."""
     near = tuple(placement.grow(lmap.graph(), [], lmap.names, n))
+    if n == 1:
+        return near, near
     a, b = max(itertools.combinations(lmap.names, 2), key=lambda p: lmap.rtt(*p))
     far = [a, b]
     while len(far) < n:
@@ -52,17 +57,32 @@ def main() -> None:
     ap.add_argument("--no-wan", action="store_true", help="plain loopback (the control)")
     ap.add_argument("--site", default=None, help="node of the map hosting broker and driver [default: the centre]")
     ap.add_argument("--out", type=Path, default=Path("out/bench-placement"))
+    ap.add_argument("--query", default="nearest-landmark", help="the job's query (docs/queries.md)")
+    ap.add_argument("--far", default=None, help="replica counts whose farthest placement is measured "
+                    "[default: all of --replicas]")
     args = ap.parse_args()
 
+    from gesscale.cli.query_option import checked_query
+    from gesscale.errors import UserError
+
+    try:
+        query = checked_query(args.query)
+    except UserError as err:
+        ap.error(str(err))
+    counts = [int(x) for x in args.replicas.split(",")]
+    far_at = counts if args.far is None else [int(x) for x in args.far.split(",")]
     lmap = load_latency_map(args.map)
+    kinds: dict[int, list[tuple[str, tuple[str, ...]]]] = {}
     configs: list[tuple[str, ...]] = []
-    for n in (int(x) for x in args.replicas.split(",")):
+    for n in counts:
         near, far = extreme_placements(lmap, n)
-        configs += [c for c in (near, far) if c not in configs]
+        kinds[n] = [("near", near)] + ([("far", far)] if n in far_at and far != near else [])
+        configs += [c for _, c in kinds[n] if c not in configs]
     opts = LocalCalibrationOptions(run_dir=args.out / "testbed", node_cpu=args.node_cpu, wan=not args.no_wan,
-                                   site=args.site, port_shift=600)
+                                   site=args.site, port_shift=600, query=query)
     site = args.site or WanSettings(lmap).resolve_site(testbed_nodes(lmap, configs))
-    print(f"configurations: {', '.join('+'.join(c) + f' (ND_max {lmap.nd_max(c):.1f} ms)' for c in configs)}; "
+    print(f"query {query}; configurations: "
+          f"{', '.join('+'.join(c) + f' (ND_max {lmap.nd_max(c):.1f} ms)' for c in configs)}; "
           f"broker and driver at {site}" + ("" if opts.wan else " (not emulated: --no-wan)"))
     t0 = time.monotonic()
     cal, timings = calibrate_local(opts, lmap, configs, LIVE_PARAMS, say=print,
@@ -71,16 +91,16 @@ def main() -> None:
     print(f"\nmeasured in {time.monotonic() - t0:.0f} s ({'emulated WAN' if opts.wan else 'plain loopback'}):")
     print(f"{'n':>2} {'placement':<28} {'ND_max ms':>9} {'MST /s':>8} {'far/near':>8}")
     rows = []
-    for n in (int(x) for x in args.replicas.split(",")):
-        near, far = extreme_placements(lmap, n)
-        for kind, cfg in (("near", near), ("far", far)):
+    for n in counts:
+        near = kinds[n][0][1]
+        for kind, cfg in kinds[n]:
             r = by_nodes[cfg]
             ratio = r.mst / by_nodes[near].mst if kind == "far" and by_nodes[near].mst else None
             print(f"{n:>2} {'+'.join(cfg):<28} {r.nd_max_ms:>9.1f} {r.mst:>8.0f} "
                   f"{'' if ratio is None else f'{ratio:.3f}':>8}")
             rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": r.nd_max_ms, "mst": r.mst,
                          "far_over_near": ratio})
-    doc = {"wan": opts.wan, "site": site, "node_cpu": args.node_cpu, "rows": rows,
+    doc = {"query": query, "wan": opts.wan, "site": site, "node_cpu": args.node_cpu, "rows": rows,
            "calibration": cal.to_dict(), "timings_s": timings}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "placement.json").write_text(json.dumps(doc, indent=1, default=str))

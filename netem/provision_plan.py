@@ -132,7 +132,8 @@ def _kafka(v: _Values) -> list[str]:
     archive = v("kafka_local_archive") or v("kafka_archive_url")
     return [f"Kafka {v('kafka_version')} (Scala {v('kafka_scala_version')}) from {archive} into {v('kafka_home')}, "
             f"Java {v('kafka_java_package')}",
-            f"KRaft broker+controller, listener {v('kafka_address')}:{v('kafka_port')}, data in {v('kafka_data_dir')}, "
+            f"KRaft broker+controller, listener {v('kafka_address')}:{v('kafka_port')} "
+            f"({v('kafka_security_protocol')}), data in {v('kafka_data_dir')}, "
             f"user {v('kafka_user')}",
             f"topics {_join(v('kafka_topics'))}: {v('kafka_partitions')} partitions, replication "
             f"{v('kafka_replication_factor')} (created once, from the first kafka host)"]  # fmt: skip
@@ -144,7 +145,9 @@ def _mqtt(v: _Values) -> list[str]:
         names = [v.template(u.get("name", "?")) for u in users if isinstance(u, Mapping)]
     else:
         names = [UNKNOWN]
-    return [f"mosquitto on {v('mqtt_bind_address')}:{v('mqtt_port')}, anonymous clients refused",
+    tls = str(v("mqtt_tls")).lower() in ("true", "yes", "1")
+    port = f"{v('mqtt_tls_port')} (TLS)" if tls else str(v("mqtt_port"))
+    return [f"mosquitto on {v('mqtt_bind_address')}:{port}, anonymous clients refused",
             f"users (passwords not shown): {_join(names)}; ACL per user's topics"]  # fmt: skip
 
 

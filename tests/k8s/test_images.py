@@ -16,8 +16,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gesscale.k8s.controller import CONTROLLER_UID
+from gesscale.k8s.manifests import bundle
+from gesscale.k8s.security import JOB_UID
 from gesscale.k8s.spec import SubmitSpec
 from tests.fixtures.paths import ROOT
 
@@ -96,6 +99,28 @@ def test_dockerfile_targets_uid_and_lock_match_the_manifests() -> None:
     assert "--require-hashes" in DOCKERFILE and "-r requirements-lock.txt" in DOCKERFILE
     assert "--no-index" in DOCKERFILE  # the runtime stage installs only the wheels built from the lock
     assert "docker/job-entrypoint.sh" in DOCKERFILE.split("AS job", 1)[1]
+
+
+def test_the_pods_run_as_the_images_own_non_root_users() -> None:
+    """runAsNonRoot needs a numeric USER in the image; the manifests' runAsUser is that user."""
+    job = DOCKERFILE.split("AS job", 1)[1].split("\nFROM ", 1)[0]
+    controller = DOCKERFILE.split("AS controller", 1)[1]
+    assert re.findall(r"^USER (\S+)$", job, re.M) == [str(JOB_UID)]
+    assert re.findall(r"^USER (\S+)$", controller, re.M) == [str(CONTROLLER_UID)]
+    assert JOB_UID > 0 and CONTROLLER_UID > 0
+    files = bundle(SubmitSpec())
+    users = {}
+    for name, text in files.items():
+        if name.endswith(".yaml"):
+            for doc in yaml.safe_load_all(text):
+                pod = doc["spec"]["template"]["spec"] if doc["kind"] == "Deployment" else (
+                    doc["spec"] if doc["kind"] == "Pod" else None)
+                if pod is not None:
+                    image = pod["containers"][0].get("image", "executor (spark.kubernetes.container.image)")
+                    users[image] = {pod["securityContext"]["runAsUser"],
+                                    *(c["securityContext"]["runAsUser"] for c in pod["containers"])}
+    assert users == {"gesscale-job:0.1.0": {JOB_UID}, "gesscale-controller:0.1.0": {CONTROLLER_UID},
+                     "executor (spark.kubernetes.container.image)": {JOB_UID}}
 
 
 @pytest.mark.skipif(not (shutil.which("hadolint") or os.environ.get("HADOLINT")), reason="hadolint not installed")

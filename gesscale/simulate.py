@@ -16,8 +16,8 @@ import numpy as np
 from gesscale.backends.sim import SimBackend
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop, StepRecord
-from gesscale.metrics import METRIC_KEYS, RunMetrics, compute_metrics
-from gesscale.model import PerformanceModel
+from gesscale.metrics import DRAIN_S, METRIC_KEYS, RunMetrics, compute_metrics, replicas_needed
+from gesscale.model import Measurement, PerformanceModel
 from gesscale.policies.base import make_policy
 from gesscale.scenario import Scenario
 
@@ -56,6 +56,38 @@ def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> Contro
     return ControllerConfig(**opts)
 
 
+def takes_model(policy_id: str) -> bool:
+    """True when the policy has a performance model that `--model` can start it from."""
+    return hasattr(make_policy(policy_id), "model")
+
+
+def starting_model(model: PerformanceModel, latency_in_model: bool) -> PerformanceModel:
+    """A copy of `model` for a policy to start from; a policy whose model ignores latency (`mdl-nlunaware`)
+    gets the same measurements seen at ND_max = 0 and refitted, as it would have recorded them itself."""
+    copy = PerformanceModel.from_dict(model.to_dict())
+    if latency_in_model or not copy.measurements_:
+        return copy
+    flat = PerformanceModel(copy.identify_tol_ms, copy.max_measurements)
+    return flat.fit([Measurement(m.n, 0.0, m.mst) for m in copy.measurements_])
+
+
+def effective_demand(backend: SimBackend, period: int) -> np.ndarray:
+    """The replicas each second of the input needs to sustain its input (averaged over the trailing control
+    period, as the ideal demand) plus draining the backlog then waiting within `DRAIN_S`
+    (`gesscale.metrics`), judged by the map in force at that second."""
+    T, sc = backend.input_end, backend.scenario
+    csum = np.concatenate([[0.0], np.cumsum(backend.rate[:T])])
+    idx = np.arange(T)
+    lo = np.maximum(0, idx + 1 - period)
+    load = (csum[idx + 1] - csum[lo]) / (idx + 1 - lo) + backend.backlog_at[:T] / DRAIN_S
+    changes = sorted({int(np.ceil(t)) for t in sc.latency_map.change_times if 0 < t < T})
+    bounds = [0, *changes, T]
+    need = np.empty(T, dtype=int)
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        need[a:b] = replicas_needed(load[a:b], backend.best_mst_by_n(a), sc.min_replicas, sc.max_replicas)
+    return need
+
+
 def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False,
              initial_model: PerformanceModel | None = None, **overrides: Any) -> RunResult:
     """Simulate one policy on one scenario with one seed.
@@ -66,7 +98,7 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     demand = backend.demand()
     policy = make_policy(policy_id)
     if initial_model is not None and hasattr(policy, "model"):
-        policy.model = PerformanceModel.from_dict(initial_model.to_dict())
+        policy.model = starting_model(initial_model, getattr(policy, "uses_latency_in_model", True))
     prepare = getattr(policy, "prepare_offline", None)
     if callable(prepare):  # an offline reference (`optimal`) reads the whole run before it starts
         prepare(backend)
@@ -96,6 +128,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         backlog=backend.backlog_at[:end],
         delay=backend.delay[:completion_idx],
         reconfigurations=reconfigs,
+        period=backend.period,
+        effective_demand=effective_demand(backend, backend.period),
     )
     return RunResult(
         scenario=scenario.name,

@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
         ),
         model: Path | None = typer.Option(
             None, "--model", exists=True,
-            help="Starting performance model (from `gesscale calibrate`) for model-based policies.",
+            help="Starting performance model (from `gesscale calibrate`) of the model-based policies (gesscale,"
+                 " gesscale-plus, mdl-nlunaware: refitted at ND_max=0); an error when no requested policy has one.",
         ),
     ) -> None:
         """Simulate autoscaling policies on a scenario and print the metrics table (medians over seeds).
@@ -77,8 +78,16 @@ def register(app: typer.Typer) -> None:
         extra: dict[str, object] = {}
         if model is not None:
             from gesscale.model_file import load_model_file
+            from gesscale.policies.base import policy_ids
+            from gesscale.simulate import takes_model
 
+            users = [p for p in ids if takes_model(p)]
+            if not users:
+                known = ", ".join(p for p in policy_ids() if takes_model(p))
+                raise UserError(f"--model: none of the policies {', '.join(ids)} has a performance model to start "
+                                f"from (model-based: {known})")
             extra["initial_model"] = load_model_file(model)
+            err.print(f"gesscale: {model} is the starting model of {', '.join(users)}", highlight=False)
         total = len(run_ids) * seeds
         with run_progress(err) as bar:
             task = bar.add_task(f"simulating {sc.name}", total=total)

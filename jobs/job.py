@@ -304,7 +304,8 @@ def _run_query(cfg: JobConfig, api: Any, tracker: Any, state: JobState) -> dict[
     try:
         control = SparkExecutorControl(spark.sparkContext)
         target = WarmTarget(cfg.bootstrap, cfg.input, cfg.sink_bootstrap, cfg.dead_letter_topic)
-        hook = ScalingHook(control, warmer=lambda tasks: warm_up(spark, tasks, target, _input_ends))
+        query = cfg.loaded_query()
+        hook = ScalingHook(control, warmer=lambda tasks: warm_up(spark, tasks, target, _input_ends, query))
         if cfg.executors is not None and not control.local:
             removed = hook.settle(cfg.executors)
             if removed:

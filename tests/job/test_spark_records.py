@@ -90,3 +90,31 @@ def test_parquet_sink_writes_the_enriched_rows(spark_local: Any, kafka_bootstrap
     names = {json.loads(v)["nearest_landmark"] for v in table.column("value").to_pylist()}
     assert names <= {lm.name for lm in LANDMARKS}
     assert len(ridegen.read_all(kafka_bootstrap, dlq)) == 60
+
+
+@pytest.mark.parametrize("query_name", ["nearest-landmark", None])
+def test_warm_up_runs_the_querys_own_steps_without_writing(spark_local: Any, kafka_bootstrap: str,
+                                                           kafka_topic_factory: Any, query_name: str | None) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    from jobs.query import load_query
+    from jobs.warm import WARM_RECORDS, WarmTarget, warm_range, warm_up
+
+    rides = kafka_topic_factory(partitions=1, prefix="warm-in")
+    out = kafka_topic_factory(partitions=1, prefix="warm-out")
+    ridegen.produce(kafka_bootstrap, rides, 300, partitions=1)
+    query = load_query(query_name) if query_name else None
+
+    def ends(bootstrap: str, topic: str) -> dict[int, int]:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        try:
+            return {0: int(consumer.end_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)])}
+        finally:
+            consumer.close()
+
+    result = warm_up(spark_local, 2, WarmTarget(kafka_bootstrap, rides, kafka_bootstrap, out), ends, query)
+    start, until = warm_range(300)
+    assert until - start == WARM_RECORDS
+    # every task read the last WARM_RECORDS records (ridegen's are all good, so the query keeps every one)
+    assert result["tasks"] == 2 and result["rows"] == 2 * WARM_RECORDS
+    assert ends(kafka_bootstrap, out) == {0: 0}  # the writer's connection only: nothing written

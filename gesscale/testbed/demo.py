@@ -216,7 +216,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         if opts.rides_per_day is None:
             t_probe = time.monotonic()
             say(f"job started after {timings['warm_up_s']:.0f} s; measuring what {names[0]} sustains: saturated "
-                f"for at least {opts.probe_s:.0f} s until its batches are steady, then a burst ...")
+                f"for at least {opts.probe_s:.0f} s until its batches are steady ...")
             rate = measure_node_rate(LocalBackend(tb.fleet, tb.job, lmap, wan=tb.wan), names[0], opts.probe_s, say)
             timings["probe_s"] = time.monotonic() - t_probe
             opts.rides_per_day = opts.size_day(rate)

@@ -54,6 +54,8 @@ class JobResult:
     supply: list[int] = field(default_factory=list)
     demand: list[int] = field(default_factory=list)
     drained: bool = True  # False: the run hit the drain limit with a backlog left
+    provenance: str = ""  # where the scenario's input comes from (`gesscale.report.workload_provenance`)
+    rows: list[dict[str, object]] = field(default_factory=list)  # per-period time series (kept runs only)
 
 
 def find_scenarios(folder: str | Path) -> list[Path]:
@@ -70,16 +72,18 @@ def find_scenarios(folder: str | Path) -> list[Path]:
 def run_job(job: Job) -> JobResult:
     """Simulate one job (runs in a worker process)."""
     from gesscale.policies.base import load_plugin
+    from gesscale.report import workload_provenance
     from gesscale.scenario import load_scenario
-    from gesscale.simulate import run_once
+    from gesscale.simulate import period_rows, run_once
 
     for spec in job.plugins:
         load_plugin(spec)
     sc = load_scenario(job.scenario_path)
-    result = run_once(sc, job.policy, job.seed)
+    result = run_once(sc, job.policy, job.seed, keep_history=job.keep_series)
     out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s,
-                    drained=result.drained)
+                    drained=result.drained, provenance=workload_provenance(sc.workload))
     if job.keep_series:
+        out.rows = period_rows(result)
         step = max(1, int(round(sc.control_period_s)))
         out.supply = [int(v) for v in result.supply[::step]]
         out.demand = [int(v) for v in np.asarray(result.demand)[::step]]
@@ -177,7 +181,7 @@ def _cell(key: str, value: float) -> str:
 
 
 def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], seeds: int,
-                    regret_matrix: Regret | None = None) -> str:
+                    regret_matrix: Regret | None = None, provenance: Mapping[str, str] | None = None) -> str:
     """One Markdown table per metric: policies (rows) × scenarios (columns), best of each column in bold.
 
     With `regret_matrix`, cells of failing policies carry FAIL and a last section gives cost / optimal, excess −
@@ -191,8 +195,10 @@ def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], see
         "",
         f"Medians over {seeds} seed(s) per cell. Best value of each scenario in **bold** (lowest; jitter: closest"
         f" to 0); the reference policies ({', '.join(REFERENCE_POLICIES)}) are never marked. Metric definitions:"
-        " shared/DESIGN.md §4.",
+        " shared/DESIGN.md §4. A cell marked FAIL left a backlog it never drained: it is never marked best.",
     ]
+    if provenance:
+        lines += ["", "Workloads: " + "; ".join(f"{sc}: {provenance.get(sc, '?')}" for sc in scenarios) + "."]
     for key in METRIC_KEYS:
         lines += ["", f"## {key} ({TITLES[key]})", ""]
         lines.append("| policy | " + " | ".join(scenarios) + " |")
@@ -242,6 +248,16 @@ def series_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, tupl
     return out
 
 
+def write_timeseries(results: Sequence[JobResult], folder: str | Path) -> list[Path]:
+    """One CSV per (scenario, policy) of the runs that kept their series (the first seed): `<scenario>-<policy>.csv`
+    with `gesscale.simulate.TIMESERIES_COLUMNS`."""
+    from gesscale.report import write_csv
+    from gesscale.simulate import TIMESERIES_COLUMNS
+
+    return [write_csv(Path(folder) / f"{r.scenario}-{r.policy}.csv", r.rows, TIMESERIES_COLUMNS)
+            for r in sorted(results, key=lambda r: (r.scenario, r.policy)) if r.rows]
+
+
 def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int, workers: int = 1,
                   requested: Sequence[str] | None = None) -> list[Path]:
     """matrix.json, regret.json, matrix.md, the two heatmaps, regret-boxplots.png and one replicas-over-time PNG
@@ -264,18 +280,23 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
     regret_matrix = regret_by_scenario(results)
     paths = [write_json(out / "matrix.json", asked), write_json(out / "regret.json", regret_matrix)]
     md = out / "matrix.md"
-    md.write_text(matrix_markdown(matrix, seeds, regret_matrix))
+    md.write_text(matrix_markdown(matrix, seeds, regret_matrix, {r.scenario: r.provenance for r in results}))
     paths.append(md)
     excess = {sc: {p: m["excess_time"] for p, m in per.items()} for sc, per in matrix.items()}
     period = {r.scenario: r.period_s for r in results}
+    provenance = {r.scenario: r.provenance for r in results}
+    failed = {(sc, p) for sc, per in regret_matrix.items() for p, row in per.items() if failing(row)}
+    caption = "Workloads: " + "; ".join(f"{sc}: {provenance[sc]}" for sc in matrix)
+    marks = {"failed": failed, "references": REFERENCE_POLICIES, "caption": caption}
     figures: list[tuple[Callable[..., Path], tuple[object, ...], dict[str, object]]] = [
-        (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"), {}),
+        (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"), marks),
         (heatmap, (excess, "excess time (fraction of the input duration, medians)", out / "heatmap-excess.png"),
-         {"fmt": "{:.3f}", "power": 0.3}),
+         {"fmt": "{:.3f}", "power": 0.3, **marks}),
         (regret_boxplots, (regret_matrix, out / "regret-boxplots.png"), {}),
     ]
     for sc, series in series_by_scenario(results).items():
-        figures.append((replicas_plot, (sc, series, period[sc], out / f"replicas-{sc}.png"), {}))
+        figures.append((replicas_plot, (sc, series, period[sc], out / f"replicas-{sc}.png"),
+                        {"caption": provenance[sc]}))
     if workers <= 1:
         return paths + [fn(*args, **kwargs) for fn, args, kwargs in figures]
     with ProcessPoolExecutor(max_workers=workers) as pool:

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
-def _save(plt: Any, fig: Any, path: str | Path, dpi: int) -> Path:
-    """Lay out, write the PNG (creating its folder) and free the figure."""
-    fig.tight_layout()
+def _save(plt: Any, fig: Any, path: str | Path, dpi: int, tight: bool = True) -> Path:
+    """Lay out (unless the figure has its own layout engine), write the PNG (creating its folder), free it."""
+    if tight:
+        fig.tight_layout()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=dpi)
@@ -47,6 +49,15 @@ def normalised_cost(matrix: Mapping[str, Mapping[str, Mapping[str, float]]]) -> 
     return out
 
 
+def printed_values(grid: np.ndarray, fmt: str) -> np.ndarray:
+    """The values as the cells print them (`fmt` applied, then read back), so that equal text gets equal colour."""
+    out = np.full(grid.shape, math.nan)
+    for idx, v in np.ndenumerate(grid):
+        if np.isfinite(v):
+            out[idx] = float(fmt.format(v).replace(",", ""))
+    return out
+
+
 def heatmap(
     values: Mapping[str, Mapping[str, float]],
     title: str,
@@ -54,37 +65,60 @@ def heatmap(
     fmt: str = "{:.2f}",
     cmap: str = "magma_r",
     power: float | None = None,
+    failed: Collection[tuple[str, str]] = (),
+    references: Collection[str] = (),
+    caption: str = "",
 ) -> Path:
     """Write a policies × scenarios heatmap of `values` (scenario → policy → number) as PNG.
 
-    `power` < 1 stretches the colours of small values (a power-law norm), so that a few huge cells (a policy
-    that never drains) do not flatten the differences among the rest; the numbers written are unchanged.
+    The colour of a cell is that of its printed value (equal text, equal colour) on a linear (or `power`) scale
+    from the smallest to the largest value of the cells that did not fail; nothing is clipped. A failing cell
+    (`failed`: (scenario, policy) whose backlog was never drained) is grey, hatched and marked FAIL: its low
+    cost is not a result, so it takes no colour. Reference policies (`references`) are labelled as such.
+    `power` < 1 stretches the colours of small values (a power-law norm); the numbers written are unchanged.
+    `caption` (e.g. the workloads' provenance) goes below.
     """
     plt = _pyplot()
     from matplotlib.colors import PowerNorm
     scenarios = list(values)
     policies = sorted({p for per in values.values() for p in per})
-    grid = np.array([[values[sc].get(p, math.nan) for sc in scenarios] for p in policies], dtype=float)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.25 * len(scenarios), 1.0 + 0.42 * len(policies)))
+    raw = np.array([[values[sc].get(p, math.nan) for sc in scenarios] for p in policies], dtype=float)
+    shown = printed_values(raw, fmt)
+    bad = np.array([[(sc, p) in failed for sc in scenarios] for p in policies], dtype=bool)
+    grid = np.where(bad, math.nan, shown)
+    width = max(5.5, 2.6 + 1.3 * len(scenarios))
+    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.42 * len(policies) + (0.5 if caption else 0.0)),
+                           layout="constrained")
     finite = grid[np.isfinite(grid)]
-    vmax = float(np.percentile(finite, 95)) if finite.size else 1.0
     vmin = float(finite.min()) if finite.size else 0.0
-    if power is not None and vmax > vmin:
-        im = ax.imshow(grid, cmap=cmap, aspect="auto", norm=PowerNorm(power, vmin=vmin, vmax=vmax))
-    else:
-        im = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax if vmax > vmin else None)
-    ax.set_xticks(range(len(scenarios)), labels=scenarios, rotation=30, ha="right")
-    ax.set_yticks(range(len(policies)), labels=policies)
+    vmax = float(finite.max()) if finite.size else 1.0
+    if vmax <= vmin:
+        vmax = vmin + 1.0
+    norm = PowerNorm(power, vmin=vmin, vmax=vmax) if power is not None else None
+    colour_map = plt.get_cmap(cmap).with_extremes(bad="#d9d9d9")
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=colour_map, aspect="auto", norm=norm,
+                   **({} if norm is not None else {"vmin": vmin, "vmax": vmax}))
+    ax.set_xticks(range(len(scenarios)), labels=scenarios, rotation=30 if len(scenarios) > 1 else 0,
+                  ha="right" if len(scenarios) > 1 else "center")
+    ax.set_yticks(range(len(policies)), labels=[f"{p} (reference)" if p in references else p for p in policies])
     for i in range(len(policies)):
         for j in range(len(scenarios)):
-            v = grid[i, j]
-            if np.isfinite(v):
-                dark = float(im.norm(v)) > 0.6
-                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
-    ax.set_title(title)
-    fig.colorbar(im, ax=ax, fraction=0.03)
-    return _save(plt, fig, path, dpi=110)
+            v = raw[i, j]
+            if not np.isfinite(v):
+                continue
+            if bad[i, j]:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="grey",
+                                           lw=0))
+                ax.text(j, i, f"{fmt.format(v)} FAIL", ha="center", va="center", fontsize=7, color="tab:red",
+                        fontweight="bold")
+                continue
+            dark = float(im.norm(grid[i, j])) > 0.6
+            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    ax.set_title(title, fontsize=10, wrap=True)
+    fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
+    if caption:
+        fig.supxlabel(textwrap.fill(caption, int(width * 15)), fontsize=7)
+    return _save(plt, fig, path, dpi=110, tight=False)
 
 
 def regret_boxplots(regret_matrix: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path) -> Path:
@@ -122,14 +156,16 @@ def replicas_plot(
     series: Mapping[str, tuple[Sequence[int], Sequence[int]]],
     period_s: float,
     path: str | Path,
+    caption: str = "",
 ) -> Path:
-    """One panel per policy: replicas in use (first seed) and the ideal replica count, over time in minutes."""
+    """One panel per policy: replicas in use (first seed) and the ideal replica count, over time in minutes;
+    `caption` (the workload's provenance) below."""
     plt = _pyplot()
     policies = sorted(series)
     cols = 4 if len(policies) > 6 else max(1, min(3, len(policies)))
     rows = math.ceil(len(policies) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 1.9 * rows + 0.6), sharex=True, sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 1.9 * rows + 0.9), sharex=True, sharey=True,
+                             squeeze=False, layout="constrained")
     for ax, pid in zip(axes.flat, policies, strict=False):
         supply, demand = series[pid]
         t_s = np.arange(len(supply)) * period_s / 60.0
@@ -146,4 +182,6 @@ def replicas_plot(
     for row in axes:
         row[0].set_ylabel("replicas")
     fig.suptitle(f"{scenario}: replicas over time (first seed) vs ideal")
-    return _save(plt, fig, path, dpi=100)
+    if caption:
+        fig.supxlabel(textwrap.fill(f"Workload: {caption}", int(3.6 * cols * 15)), fontsize=7)
+    return _save(plt, fig, path, dpi=100, tight=False)

@@ -58,6 +58,35 @@ def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[R
     }
 
 
+def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Path:
+    """Write rows (dicts) as a CSV file with a header, creating the folder."""
+    import csv
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows(rows)
+    return p
+
+
+def workload_provenance(workload: Mapping[str, Any]) -> str:
+    """Where a scenario's input comes from, for captions: the named trace file, or which synthetic profile.
+
+    The simulator's `taxi` kind is a synthetic diurnal profile (the NYC weekday hourly shape, Poisson
+    arrivals), not the recorded trace; captions must say so.
+    """
+    kind = workload.get("kind", "?")
+    if kind == "csv":
+        return f"recorded rate file {Path(str(workload.get('path', '?'))).name}"
+    if kind == "taxi":
+        return (f"synthetic diurnal taxi profile (NYC weekday hourly shape, {workload.get('rides_per_day', 500000):,}"
+                f" rides/day, x{workload.get('speed', 10)} speed, x{workload.get('duplication', 3)} duplication;"
+                " not the recorded trace)")
+    return f"synthetic {kind} profile"
+
+
 def write_json(path: str | Path, doc: Mapping[str, Any]) -> Path:
     """Write a JSON document, creating the folder."""
     p = Path(path)
@@ -163,5 +192,57 @@ def plot_run(result: RunResult, path: str | Path) -> Path:
     axes[2].legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def plot_figure7(results: Mapping[str, RunResult], path: str | Path, caption: str = "") -> Path:
+    """One Figure-7-style panel of a workload with every policy (one run each, the first seed): a column per
+    policy and, on one scale per row, the input against the throughput (1-min means), the replicas in use
+    against the ideal count, and the backlog. `caption` (the workload's provenance) is printed below."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    policies = list(results)
+    cols = len(policies)
+    width = max(6.0, 2.9 * cols)
+    fig, axes = plt.subplots(3, cols, figsize=(width, 7.2), sharex=True, sharey="row", squeeze=False,
+                             layout="constrained")
+    win = 60
+
+    def smooth(x: np.ndarray) -> np.ndarray:
+        return x if len(x) < win else np.convolve(x, np.ones(win) / win, mode="same")
+
+    for j, pid in enumerate(policies):
+        r = results[pid]
+        t_min = np.arange(len(r.input)) / 60.0
+        top, mid, low = axes[0][j], axes[1][j], axes[2][j]
+        top.plot(t_min, smooth(r.input), color="tab:blue", lw=0.9, label="input")
+        top.plot(t_min, smooth(r.processed), color="tab:orange", lw=0.9, label="throughput")
+        top.set_title(pid + ("" if r.drained else " (FAIL: never drained)"), fontsize=9)
+        n_in = len(r.demand)
+        mid.step(t_min[:n_in], r.demand, where="post", color="black", lw=0.8, label="ideal")
+        mid.step(t_min, r.supply, where="post", color="tab:green", lw=1.0, label="replicas")
+        low.fill_between(t_min, r.backlog, color="tab:red", alpha=0.35, lw=0, label="backlog")
+        low.set_xlabel("time (min)")
+        for ax in (top, mid, low):
+            ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("records/s (1-min mean)")
+    axes[1][0].set_ylabel("replicas")
+    axes[2][0].set_ylabel("backlog (records)")
+    for row in axes:
+        row[0].legend(loc="upper left", fontsize=7)
+    first = next(iter(results.values()))
+    fig.suptitle(f"{first.scenario}: every policy on one scale per row (seed {first.seed})", fontsize=11)
+    if caption:
+        fig.supxlabel(textwrap.fill(f"Workload: {caption}", int(width * 15)), fontsize=8)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=100)
     plt.close(fig)
     return p

@@ -199,3 +199,29 @@ def simulate_many(
             if progress:
                 progress(pid, seed)
     return out
+
+
+TIMESERIES_COLUMNS = ("t_s", "input_rate", "throughput", "backlog", "replicas", "ideal_replicas", "nd_max_ms",
+                      "cpu", "paused_s", "decision", "applied", "reason")
+
+
+def period_rows(result: RunResult) -> list[dict[str, Any]]:
+    """One row per control period of a run kept with its history (`TIMESERIES_COLUMNS`): what was observed at
+    the period's end (mean input and throughput, backlog, replicas, ND_max, CPU), the ideal replica count of the
+    period (the actionable demand, `gesscale.metrics.period_demand`; empty once the input has ended) and the
+    decision with its reason."""
+    rows: list[dict[str, Any]] = []
+    demand = np.asarray(result.demand)
+    t0 = 0.0
+    for h in result.history:
+        o, d = h.observation, h.decision
+        lo, hi = int(t0), min(len(demand), int(o.time_s))
+        rows.append({
+            "t_s": o.time_s, "input_rate": round(o.input_rate, 3), "throughput": round(o.throughput, 3),
+            "backlog": round(o.backlog, 1), "replicas": len(o.replicas),
+            "ideal_replicas": int(demand[lo:hi].max()) if hi > lo else "",
+            "nd_max_ms": round(o.nd_max_ms, 2), "cpu": "" if o.cpu is None else round(o.cpu, 4),
+            "paused_s": o.paused_s, "decision": d.target, "applied": int(h.applied), "reason": d.reason,
+        })
+        t0 = o.time_s
+    return rows

@@ -59,6 +59,10 @@ def register(app: typer.Typer) -> None:
             Path("out/compare"), "--out", "-o",
             help="Output folder: matrix.json, matrix.md, heatmap-*.png, replicas-<scenario>.png.",
         ),
+        timeseries: Path | None = typer.Option(
+            None, "--timeseries", help="Folder for per-period time series of each (scenario, policy)'s first seed:"
+            " <scenario>-<policy>.csv.",
+        ),
         workers: int = typer.Option(
             0, "--workers", "-j", min=0, help="Worker processes (0: one per CPU core; 1: no pool)."
         ),
@@ -95,6 +99,10 @@ def register(app: typer.Typer) -> None:
             results = run_matrix(jobs, n_workers, progress=lambda r: bar.advance(task))
         simulated = time.monotonic() - started
         paths = write_outputs(results, out, seeds, n_workers, requested=ids)
+        if timeseries is not None:
+            from gesscale.compare import write_timeseries
+
+            paths += write_timeseries(results, timeseries)
         matrix = summarise(results)
         regret = regret_by_scenario(results)
         console.print(_summary_table(matrix, "excess_time", "excess_time (medians; best in bold)", regret))

@@ -49,7 +49,12 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(1, "--seeds", "-n", min=1, help="Runs per policy (seeds scenario.seed, +1, ...)."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (DESIGN §4 keys)."),
         plot: Path | None = typer.Option(
-            None, "--plot", help="Folder for one Figure-7-style PNG per policy (first seed)."
+            None, "--plot", help="Folder for the Figure-7-style panel of every policy (first seed):"
+            " <scenario>-figure7.png, and <scenario>-table3.md: the paper's Table III reproduction.",
+        ),
+        timeseries: Path | None = typer.Option(
+            None, "--timeseries", help="Folder for per-period time series of each policy's first seed:"
+            " <scenario>-<policy>.csv (input, throughput, backlog, replicas, ideal, ND_max, decision, reason).",
         ),
         model: Path | None = typer.Option(
             None, "--model", exists=True,
@@ -64,7 +69,7 @@ def register(app: typer.Typer) -> None:
         replicas, peak backlog and p95 queueing delay.
         """
         from gesscale.policies.base import parse_policy_list
-        from gesscale.report import metrics_table, plot_run, simulate_json, write_json
+        from gesscale.report import metrics_table, simulate_json, write_json
         from gesscale.scenario import load_scenario
         from gesscale.simulate import simulate_many, with_references
 
@@ -93,7 +98,7 @@ def register(app: typer.Typer) -> None:
             task = bar.add_task(f"simulating {sc.name}", total=total)
             results = simulate_many(
                 sc, run_ids, seeds, progress=lambda pid, seed: bar.advance(task),
-                keep_history_first=plot is not None, **extra,
+                keep_history_first=plot is not None or timeseries is not None, **extra,
             )
         duration = next(iter(results.values()))[0].duration_s
         doc = simulate_json(sc.name, duration, results, requested=ids)
@@ -108,7 +113,23 @@ def register(app: typer.Typer) -> None:
             except OSError as ex:
                 raise UserError(f"cannot write {json_out}: {ex.strerror}") from None
             out.print(f"wrote {json_out}")
-        if plot is not None:
-            for pid in ids:  # the requested policies (the references run for the regret columns only)
-                path = plot_run(results[pid][0], plot / f"{sc.name}-{pid}.png")
+        if plot is not None:  # the requested policies (the references run for the regret columns only)
+            from gesscale.report import plot_figure7, workload_provenance
+
+            path = plot_figure7({pid: results[pid][0] for pid in ids}, plot / f"{sc.name}-figure7.png",
+                                caption=workload_provenance(sc.workload))
+            out.print(f"wrote {path}")
+            from gesscale.experiment.paper import reproduction_markdown
+
+            table3 = reproduction_markdown(doc["policies"], workload_provenance(sc.workload), seeds)
+            if table3:
+                (plot / f"{sc.name}-table3.md").write_text(table3)
+                out.print(f"wrote {plot / f'{sc.name}-table3.md'}")
+        if timeseries is not None:
+            from gesscale.report import write_csv
+            from gesscale.simulate import TIMESERIES_COLUMNS, period_rows
+
+            for pid in run_ids:
+                path = write_csv(timeseries / f"{sc.name}-{pid}.csv", period_rows(results[pid][0]),
+                                 TIMESERIES_COLUMNS)
                 out.print(f"wrote {path}")

@@ -72,5 +72,5 @@ def test_simulate_paper_comparison(tmp_path: Path) -> None:
         assert g["cost"] < p[base]["cost"]
     for base in ("thr-nlunaware", "thr-nlaware"):  # accuracy counts the backlog: gesscale holds more than mdl's
         assert g["accuracy_u"] + g["accuracy_o"] < p[base]["accuracy_u"] + p[base]["accuracy_o"]
-    assert len(list((tmp_path / "plots").glob("*.png"))) == 5
+    assert [p.name for p in (tmp_path / "plots").glob("*.png")] == ["pi10-taxi-figure7.png"]  # every policy
     assert "gesscale" in r.stdout and "reconf" in r.stdout

@@ -1,0 +1,9 @@
+"""Experiments a researcher can publish: one spec file, one command, one bundle (`gesscale experiment run`).
+
+- `spec`: the experiment file (environment, latency map, workload, policies, seeds, durations, options), read
+  strictly;
+- `bundle`: runs it in the simulator and writes the bundle (resolved spec, provenance, time series, decision
+  log, metrics, figures, report.html);
+- `paper`: the reproduction of the paper's Table III with its published numbers as a reference row;
+- `html`: the self-contained report.
+"""

@@ -154,7 +154,8 @@ def _mqtt(v: _Values) -> list[str]:
 def _spark_rbac(v: _Values) -> list[str]:
     return [f"render and kubectl apply {v('spark_rbac_manifest_dir')}/spark-rbac.yaml: namespace "
             f"{v('spark_rbac_namespace')}, service accounts {v('spark_rbac_driver_service_account')} (driver) and "
-            f"{v('spark_rbac_controller_service_account')} (controller), their Roles"]  # fmt: skip
+            f"{v('spark_rbac_controller_service_account')} (controller, in namespace "
+            f"{v('spark_rbac_controller_namespace')}), their Roles"]  # fmt: skip
 
 
 def _netem(v: _Values) -> list[str]:

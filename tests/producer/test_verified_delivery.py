@@ -2,42 +2,25 @@
 killed with SIGKILL (it saves its state about once a second, so a fast restart loses what it had acknowledged).
 
 Each test counts the topic's keys itself and asserts none lost and duplicates exactly as the run reported them.
+The `own_broker` fixture is in tests/fixtures/faults.py; the kill at a random moment (fast and slow restart) and
+the producer killed then resumed are in tests/faults/.
 """
 
 from __future__ import annotations
 
 import json
-import random
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from gesscale.brokers import KafkaBroker, start_kafka
-from gesscale.brokers.process import free_port
-from gesscale.brokers.topics import ensure_topic, read_values
+from gesscale.brokers import KafkaBroker
+from gesscale.brokers.topics import read_values
 from gesscale.cli import main
 from producer.run import ProduceOptions, prepare
-from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir
-
-
-@pytest.fixture
-def own_broker() -> Iterator[KafkaBroker]:
-    """A broker of the test's own (it gets killed), with a 4-partition topic `rides`."""
-    scratch = scratch_dir("gesscale-verify-")
-    broker = start_kafka(free_port(*KAFKA_PORTS), scratch / "kafka")
-    try:
-        ensure_topic(broker.bootstrap, "rides", 4)
-        yield broker
-    finally:
-        broker.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def key_counts(bootstrap: str, topic: str) -> Counter[str]:
@@ -85,27 +68,6 @@ def test_kill_right_after_the_last_ack_is_found_and_restored(own_broker: KafkaBr
 
 
 @pytest.mark.e2e
-def test_kill_at_a_random_moment_mid_run_loses_nothing(own_broker: KafkaBroker, tmp_path: Path) -> None:
-    """`gesscale produce` while the broker is killed and restarted 0.3 s later at a random moment."""
-    moment = random.uniform(1.0, 4.0)
-    chaos = threading.Thread(target=lambda: (time.sleep(moment), crash(own_broker)))
-    out = tmp_path / "summary.json"
-    chaos.start()
-    code = main(["produce", "--rate", "3000", "--duration", "6", "--duplication", "1", "-b", own_broker.bootstrap,
-                 "-t", "rides", "--json", str(out), "-q"])  # fmt: skip
-    chaos.join()
-    summary = json.loads(out.read_text())
-    v = summary["verification"]
-    counts = key_counts(own_broker.bootstrap, "rides")
-    assert code == 0, summary
-    assert v["verified"] and v["lost"] == 0 and v["expected"] == 18_000
-    assert set(counts) == expected_keys(18_000, 1)
-    assert sum(counts.values()) - len(counts) == v["duplicated"]
-    print(f"kill -9 at {moment:.1f} s: {v['restored']} re-sent after read-back, {v['duplicated']} duplicated, "
-          "0 lost")
-
-
-@pytest.mark.e2e
 def test_a_broker_that_stays_away_ends_the_run_with_a_summary(own_broker: KafkaBroker, capsys) -> None:
     """Broker killed for good 1 s in: the run gives up after --give-up-after, prints its summary, exits 1."""
     chaos = threading.Thread(target=lambda: (time.sleep(1.0), own_broker.kill()))
@@ -138,26 +100,3 @@ def test_sigterm_prints_the_verified_summary(own_broker: KafkaBroker) -> None:
     sent = int(out.split("sent / acknowledged")[1].split("/")[0])
     counts = key_counts(own_broker.bootstrap, "rides")
     assert set(counts) == expected_keys(sent, 1), out
-
-
-@pytest.mark.e2e
-def test_resume_after_the_producer_is_killed_sends_the_rest_once(own_broker: KafkaBroker, tmp_path: Path) -> None:
-    """`gesscale produce` killed with SIGKILL at a random moment, then the same command with --resume: every key
-    once in the topic, none twice."""
-    args = ["produce", "--rate", "2000", "--duration", "5", "--duplication", "2", "-b", own_broker.bootstrap,
-            "-t", "rides", "-q"]  # fmt: skip
-    first = subprocess.Popen([sys.executable, "-m", "gesscale", *args], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
-    time.sleep(random.uniform(3.0, 5.0))  # the interpreter takes ~1.5 s to start sending
-    first.kill()
-    first.wait()
-    before = key_counts(own_broker.bootstrap, "rides")
-    out = tmp_path / "summary.json"
-    assert main([*args, "--resume", "--json", str(out)]) == 0
-    summary = json.loads(out.read_text())
-    counts = key_counts(own_broker.bootstrap, "rides")
-    assert 0 < len(before) < 10_000, "the kill did not land mid-run"
-    assert summary["resumed_skipped"] == len(before) and summary["sent"] == 10_000 - len(before)
-    assert set(counts) == expected_keys(5_000, 2)
-    assert max(counts.values()) == 1, f"{sum(counts.values()) - len(counts)} duplicated"
-    print(f"resume: {len(before)} held after the kill, {summary['sent']} sent by --resume, 0 lost, 0 duplicated")

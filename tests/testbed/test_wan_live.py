@@ -1,12 +1,11 @@
 """The testbed's WAN emulation for real (iptables, NFQUEUE, the delay daemon, cgroup-v2 groups; no Spark):
-measured delays, a dead daemon detected and restarted, cleanup of its own rules only, and a killed owner's
-leftovers swept by the next testbed."""
+measured delays, cleanup of its own rules only, and a killed owner's
+leftovers swept by the next testbed. (The daemon killed with kill -9 mid-stream is in tests/faults/.)"""
 
 from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -46,20 +45,6 @@ def test_every_link_delays_by_its_rtt(wan: TestbedWan) -> None:
     out = subprocess.run(["ping", "-n", "-c", "5", "-i", "0.05", "127.0.0.70"], capture_output=True, text=True).stdout
     times = [float(t) for t in re.findall(r"time=([\d.]+)", out)]
     assert len(times) == 5 and max(times) < 5, out
-
-
-def test_a_dead_daemon_is_detected_and_restarted(wan: TestbedWan) -> None:
-    assert wan.health() is None
-    for pid in daemon_pids(wan.plan.tag):
-        os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while wan.health() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert wan.health() is not None  # a stopped daemon must never pass as emulated
-    wan.restart("killed by the test")
-    assert wan.health() is None and wan.gaps and wan.gaps[0]["reason"] == "killed by the test"
-    check = measure_links(MAP, wan.describe()["links"], HOSTS, wan.groups.parent, wan.site, count=10)
-    assert check.ok, check.pairs
 
 
 def test_stop_removes_only_its_own_rules(tmp_path: Path) -> None:

@@ -89,14 +89,16 @@ def effective_demand(backend: SimBackend, period: int) -> np.ndarray:
 
 
 def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False,
-             initial_model: PerformanceModel | None = None, **overrides: Any) -> RunResult:
+             initial_model: PerformanceModel | None = None, policy_options: dict[str, Any] | None = None,
+             on_step: Callable[[StepRecord, Any], None] | None = None, **overrides: Any) -> RunResult:
     """Simulate one policy on one scenario with one seed.
 
-    `initial_model` (e.g. from `gesscale calibrate`) is handed, as a copy, to policies that take a `model`.
+    `initial_model` (e.g. from `gesscale calibrate`) is handed, as a copy, to policies that take a `model`;
+    `policy_options` go to the policy's constructor; `on_step(record, policy)` is called after every period.
     """
     backend = SimBackend(scenario, seed=seed)
     demand = backend.demand()
-    policy = make_policy(policy_id)
+    policy = make_policy(policy_id, **(policy_options or {}))
     if initial_model is not None and hasattr(policy, "model"):
         policy.model = starting_model(initial_model, getattr(policy, "uses_latency_in_model", True))
     prepare = getattr(policy, "prepare_offline", None)
@@ -110,7 +112,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
 
     lmap = scenario.latency_map
     network = lmap.at if lmap.changes else None  # policies see the map in force, as the simulated operator does
-    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network)
+    step_hook = None if on_step is None else (lambda record: on_step(record, policy))
+    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network, on_step=step_hook)
     history = loop.run()
     end = backend.t
     T = backend.input_end

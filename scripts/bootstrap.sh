@@ -13,6 +13,7 @@ command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
 command -v tc >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need_pkgs+=(iptables)  # userspace WAN emulation (NFQUEUE)
 command -v sudo >/dev/null 2>&1 || need_pkgs+=(sudo)  # become on the SSH test fleet (tests/fleet)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)  # headless check of report.html (tests/experiment)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

@@ -1,0 +1,144 @@
+"""The bundle's `report.html`: one self-contained page (figures embedded as data URIs, no external resource).
+
+Sections: what ran (spec, workload provenance, environment), the metrics table (medians; FAIL marked), the
+reproduction of the paper's Table III, the model's predictions against observations, the figures and the
+bundle's files. Every table carries a `data-table` attribute and every figure an `img` with a data URI, so a
+browser test can check both.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gesscale.experiment.spec import ExperimentSpec
+
+SHOWN = ("cost", "reconfigurations", "avg_replicas", "excess_time", "accuracy_u", "accuracy_o", "timeshare_u",
+         "instability", "jitter", "max_backlog", "p95_delay_s")
+
+_STYLE = """body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f2f2f2}.fail{color:#b00;font-weight:bold}
+.ref{color:#666;font-style:italic}figure{margin:1em 0}img{max-width:100%}figcaption{font-size:.9em;color:#444}
+code{background:#f4f4f4;padding:0 .2em}"""
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x))
+
+
+def _num(key: str, v: float) -> str:
+    if key in ("reconfigurations",):
+        return f"{v:.0f}"
+    if key in ("cost", "max_backlog"):
+        return f"{v:,.0f}"
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def metrics_table_html(doc: Mapping[str, Any]) -> str:
+    """Policies (then the references, in grey) × the main metrics, with the regret status (FAIL in red)."""
+    from gesscale.regret import failing, fmt_ratio, status
+    from gesscale.report import TITLES
+
+    head = "".join(f"<th>{_e(TITLES[k])}</th>" for k in SHOWN)
+    rows = []
+    for group, css in (("policies", ""), ("references", "ref")):
+        for pid, m in doc[group].items():
+            rg = doc["regret"].get(pid, {})
+            st = status(rg) if rg else "–"
+            cells = "".join(f"<td>{_num(k, m[k])}</td>" for k in SHOWN)
+            rows.append(f'<tr class="{css}"><td>{_e(pid)}{" (reference)" if css else ""}</td>{cells}'
+                        f"<td>{fmt_ratio(rg.get('cost_vs_optimal'))}</td>"
+                        f'<td class="{"fail" if failing(rg) else ""}">{_e(st)}</td></tr>')
+    return (f'<table data-table="metrics"><tr><th>policy</th>{head}<th>c/opt</th><th>status</th></tr>'
+            + "".join(rows) + "</table>")
+
+
+def markdown_table_html(md: str, name: str) -> str:
+    """A simple Markdown table (header, rule, rows) as HTML; text after the table becomes a paragraph."""
+    lines = [ln for ln in md.splitlines() if ln.strip()]
+    table = [ln for ln in lines if ln.startswith("|")]
+    rest = [ln for ln in lines if not ln.startswith("|")]
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in table if not set(ln) <= set("|-: ")]
+    if not cells:
+        return ""
+    out = [f'<table data-table="{_e(name)}"><tr>' + "".join(f"<th>{_e(c)}</th>" for c in cells[0]) + "</tr>"]
+    for row in cells[1:]:
+        css = ' class="ref"' if row[0].startswith("paper (reference)") else ""
+        out.append(f"<tr{css}>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+    out.append("</table>")
+    out += [f"<p>{_e(p)}</p>" for p in rest]
+    return "".join(out)
+
+
+def model_table_html(decisions: Sequence[Mapping[str, Any]]) -> str:
+    """Per model-based policy: how many saturated periods had a prediction, and the median and p90 of the
+    absolute prediction error (%)."""
+    errors: dict[str, list[float]] = {}
+    for row in decisions:
+        if row["error_pct"] != "":
+            errors.setdefault(row["policy"], []).append(abs(float(row["error_pct"])))
+    if not errors:
+        return "<p>No policy with a performance model ran: no predictions to compare.</p>"
+    rows = []
+    for pid, errs in sorted(errors.items()):
+        errs.sort()
+        p90 = errs[min(len(errs) - 1, int(0.9 * len(errs)))]
+        rows.append(f"<tr><td>{_e(pid)}</td><td>{len(errs)}</td><td>{statistics.median(errs):.1f}</td>"
+                    f"<td>{p90:.1f}</td></tr>")
+    return ('<table data-table="model"><tr><th>policy</th><th>predictions vs observed MST</th>'
+            "<th>median |error| %</th><th>p90 |error| %</th></tr>" + "".join(rows) + "</table>")
+
+
+def _figure(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{_e(path.name)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def write_report(out: Path, spec: ExperimentSpec, doc: Mapping[str, Any], provenance: str,
+                 figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]], table3: str) -> Path:
+    """Write `out/report.html` from what the bundle holds."""
+    env = json.loads((out / "environment.json").read_text())
+    captions = {
+        "figure7.png": "Every policy on one scale per row (first seed): input and throughput (1-min means), "
+                       "replicas against the ideal count, backlog.",
+        "model-vs-observed.png": "The MST the policy's model predicted for the configuration in force (before the "
+                                 "period) against the throughput of saturated periods.",
+    }
+    git = env["git"]
+    facts = (f"commit <code>{_e(git.get('commit'))}</code> ({_e(git.get('modified_files'))} modified files), "
+             f"Python {_e(env['machine']['python'])}, {_e(env['machine']['system'])} "
+             f"{_e(env['machine']['machine'])}, {_e(env['machine']['cpu_count'])} CPUs, "
+             f"{_e(env['machine']['memory_mb'])} MB; created {_e(env['created_utc'])}")
+    hashes = ", ".join(f"seed {s}: <code>{h[:16]}…</code>" for s, h in env["input"]["rate_sha256_by_seed"].items())
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + ["report.html"]
+    parts = [
+        f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(spec.name)}</title>"
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>Experiment {_e(spec.name)}</h1>",
+        f"<p>Environment <b>{_e(spec.environment)}</b> (the simulator); scenario <code>{_e(doc['scenario'])}</code> "
+        f"from <code>{_e(spec.scenario_path.name)}</code>; policies {_e(', '.join(spec.policies))}; "
+        f"{spec.seeds} seed(s); {doc['duration_s'] / 60:.0f} min of input.</p>",
+        f"<p><b>Workload:</b> {_e(provenance)}. Input SHA-256 per seed: {hashes}.</p>",
+        f"<p><b>Produced by:</b> {facts}.</p>",
+        "<h2>Metrics (medians over seeds)</h2>", metrics_table_html(doc),
+        "<p>Metric definitions: docs/controller.md (jitter and instability per control period against the "
+        "actionable demand; accuracy and timeshare against a demand that counts the backlog). FAIL: a backlog "
+        "never drained; its cost is not comparable.</p>",
+    ]
+    if table3:
+        parts += ["<h2>Reproduction of the paper's Table III</h2>", markdown_table_html(table3, "table3")]
+    parts += ["<h2>Performance model: predicted against observed MST</h2>", model_table_html(decisions),
+              "<h2>Figures</h2>"]
+    parts += [_figure(p, f"{captions.get(p.name, p.name)} Workload: {provenance}.") for p in figures]
+    parts += ["<h2>Files of this bundle</h2><ul>", *(f"<li><code>{_e(f)}</code></li>" for f in files),
+              "</ul></body></html>"]
+    path = out / "report.html"
+    path.write_text("\n".join(parts))
+    return path

@@ -1,0 +1,170 @@
+"""The experiment file (`gesscale experiment run SPEC.yaml`): what to run, where, and with which options.
+
+    name: taxi-day                      # optional; default: the file's stem
+    environment: sim                    # sim (built); local, k8s: not built yet (a user error)
+    scenario: scenarios/pi10-taxi.yaml  # cluster, ground truth, workload and period to start from
+    latency_map: inventory/latency/pi10.yaml       # optional: replaces the scenario's map
+    workload: {kind: taxi, days: 1}     # optional: replaces the scenario's workload (any `gesscale.workloads`
+                                        # kind: taxi = the synthetic diurnal profile, csv = a recorded rate file)
+    control_period_s: 60                # optional: replaces the scenario's period
+    policies: [gesscale, mdl-nlunaware, thr-nlaware, ideal]
+    seeds: 2                            # runs per policy: the scenario's seed, +1, ...
+    controller: {warmup_s: 180}         # optional: `gesscale options` keys
+    policy_options: {static: {replicas: 3}}        # optional: constructor options per policy
+    model: out/model.json               # optional: starting model of the model-based policies
+
+Durations are the workload's own keys (`days` of taxi, `duration_s` of the others). Relative paths are resolved
+against the experiment file's folder, then the current directory. Every mistake is one `UserError` line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gesscale.errors import UserError
+from gesscale.schema import check_keys, number
+
+SPEC_KEYS = ("name", "environment", "scenario", "latency_map", "workload", "control_period_s", "policies", "seeds",
+             "controller", "policy_options", "model")
+ENVIRONMENTS = ("sim", "local", "k8s")
+BUILT = ("sim",)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """A checked experiment file with every path resolved (`resolved()` is what the bundle records)."""
+
+    name: str
+    environment: str
+    scenario_path: Path
+    policies: tuple[str, ...]
+    seeds: int
+    latency_map: Path | None = None
+    workload: dict[str, Any] | None = None
+    control_period_s: float | None = None
+    controller: dict[str, Any] = field(default_factory=dict)
+    policy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model: Path | None = None
+    source: str = "<inline>"
+
+    def resolved(self) -> dict[str, Any]:
+        """The spec as run: paths absolute, defaults filled in (JSON-ready)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+        return out
+
+
+def _path(value: Any, key: str, base: Path, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{where}: '{key}' must be a file path, got {value!r}")
+    for root in (base, Path.cwd()):
+        p = (root / value).resolve()
+        if p.is_file():
+            return p
+    raise UserError(f"{where}: '{key}': file not found: {value}")
+
+
+def _mapping(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: '{key}' must be a mapping, got {value!r}")
+    return value
+
+
+def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None) -> ExperimentSpec:
+    """Check a parsed experiment file (see the module docstring); every problem is a `UserError`."""
+    from gesscale.config import ControllerConfig
+    from gesscale.policies.base import make_policy, parse_policy_list
+
+    where = source
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: an experiment file must be a mapping ({', '.join(SPEC_KEYS)})")
+    check_keys(data, SPEC_KEYS, where)
+    root = base or Path.cwd()
+    env = data.get("environment", "sim")
+    if env not in ENVIRONMENTS:
+        raise UserError(f"{where}: 'environment' must be one of {', '.join(ENVIRONMENTS)}, got {env!r}")
+    if env not in BUILT:
+        raise UserError(f"{where}: environment '{env}' is not built yet (only 'sim' runs: the simulator)")
+    if "scenario" not in data:
+        raise UserError(f"{where}: missing 'scenario' (a scenario file: cluster, ground truth, workload)")
+    scenario = _path(data["scenario"], "scenario", root, where)
+    raw = data.get("policies")
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
+        raise UserError(f"{where}: 'policies' must be a non-empty list of policy ids, got {raw!r}")
+    policies = tuple(parse_policy_list(",".join(raw)))
+    seeds = number(data, "seeds", 1, where, lo=1, hi=100, integer=True)
+    period = None if "control_period_s" not in data else number(data, "control_period_s", None, where, lo=1)
+    controller = _mapping(data, "controller", where)
+    fields = {f.name for f in dataclasses.fields(ControllerConfig)}
+    check_keys(controller, sorted(fields - {"seed", "min_replicas", "max_replicas", "control_period_s"}),
+               f"{where}: controller")
+    try:
+        ControllerConfig(**controller)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{where}: controller: {err}") from None
+    options = _mapping(data, "policy_options", where)
+    for pid, opts in options.items():
+        if pid not in policies:
+            raise UserError(f"{where}: policy_options: {pid!r} is not among the policies ({', '.join(policies)})")
+        if not isinstance(opts, dict):
+            raise UserError(f"{where}: policy_options: {pid}: must be a mapping, got {opts!r}")
+        try:
+            make_policy(pid, **opts)
+        except TypeError as err:
+            raise UserError(f"{where}: policy_options: {pid}: {err}") from None
+    workload = data.get("workload")
+    if workload is not None and not isinstance(workload, dict):
+        raise UserError(f"{where}: 'workload' must be a mapping (kind: ...), got {workload!r}")
+    if workload and workload.get("kind") == "csv" and "path" in workload:
+        workload = {**workload, "path": str(_path(workload["path"], "workload.path", root, where))}
+    return ExperimentSpec(
+        name=str(data.get("name") or Path(source).stem),
+        environment=env,
+        scenario_path=scenario,
+        policies=policies,
+        seeds=seeds,
+        latency_map=_path(data["latency_map"], "latency_map", root, where) if "latency_map" in data else None,
+        workload=workload,
+        control_period_s=period,
+        controller=controller,
+        policy_options={k: dict(v) for k, v in options.items()},
+        model=_path(data["model"], "model", root, where) if "model" in data else None,
+        source=source,
+    )
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read and check an experiment file."""
+    from gesscale.yamlfile import read_yaml
+
+    p = Path(path)
+    return spec_from_dict(read_yaml(p, "experiment"), str(p), p.parent)
+
+
+def scenario_of(spec: ExperimentSpec):  # type: ignore[no-untyped-def]
+    """The scenario the spec runs: its scenario file with the spec's map, workload and period in place,
+    validated as any scenario file."""
+    from gesscale.scenario import scenario_from_dict
+    from gesscale.yamlfile import read_yaml
+
+    data = dict(read_yaml(spec.scenario_path, "scenario"))
+    if spec.latency_map is not None:
+        cluster = dict(data.get("cluster") or {})
+        cluster.pop("nodes", None)
+        cluster.pop("rtt_ms", None)
+        cluster["latency_map"] = str(spec.latency_map)
+        data["cluster"] = cluster
+    if spec.workload is not None:
+        data["workload"] = dict(spec.workload)
+    if spec.control_period_s is not None:
+        data["control_period_s"] = spec.control_period_s
+    data.setdefault("name", spec.name)
+    return scenario_from_dict(data, str(spec.scenario_path), spec.scenario_path)

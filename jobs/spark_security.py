@@ -5,8 +5,12 @@ Why and how (Spark 4, `pyspark` from PyPI):
 - `spark.authenticate=true` makes every Spark RPC connection (master, workers, driver, block managers, executors)
   start with a shared-secret handshake: a client without the secret cannot register an application or an
   executor. In standalone mode every JVM must know the secret through its own configuration, so it lives in a
-  per-run `spark-defaults.conf` (mode 0600 in a 0700 folder) that master, workers and the driver's
-  `spark-submit` read from `SPARK_CONF_DIR`; it is never on a command line that `ps` shows. A worker hands it to
+  per-run `spark-defaults.conf` (mode 0600 in a 0700 folder) that master and workers read with
+  `--properties-file` and the driver's `spark-submit` with `--properties-file` in `PYSPARK_SUBMIT_ARGS`; the
+  secret itself is never on a command line that `ps` shows. Not through `SPARK_CONF_DIR`: Spark puts that
+  folder first on every JVM's class path, and a class path that differs from the one the class-data archive
+  was written with (`jobs/cds.py`) makes every Spark JVM start without the archive (seen 2026-11-24: the
+  demo's testbed took 55-63 s to come up instead of ~21 s). A worker hands it to
   the executors it launches through their environment (`_SPARK_AUTH_SECRET`, Spark's own mechanism), and the
   driver leaves it out of the executors' command line (Spark filters it).
 - `spark.ui.killEnabled=false`: the UIs' kill links do nothing. `spark.master.rest.enabled=false`: no REST
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 from pathlib import Path
 
 CONF_DIR_NAME = "spark-conf"
@@ -77,8 +82,14 @@ def existing(run_dir: Path) -> Path | None:
 
 def bind_env(host: str, secured_conf: Path | None) -> dict[str, str]:
     """Environment for a Spark JVM bound to `host`: its web UI there (`SPARK_LOCAL_IP`) and, when
-    `secured_conf` is given, the secured configuration (`SPARK_CONF_DIR`)."""
+    `secured_conf` is given, the secured settings for a PySpark driver (`PYSPARK_SUBMIT_ARGS`, which PySpark
+    hands to `spark-submit`; master and workers take `daemon_args` instead)."""
     env = {"SPARK_LOCAL_IP": host}
     if secured_conf is not None:
-        env["SPARK_CONF_DIR"] = str(secured_conf)
+        env["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(str(secured_conf / DEFAULTS_FILE))} pyspark-shell"
     return env
+
+
+def daemon_args(secured_conf: Path | None) -> list[str]:
+    """Arguments of a standalone master or worker that make it read the secured settings."""
+    return [] if secured_conf is None else ["--properties-file", str(secured_conf / DEFAULTS_FILE)]

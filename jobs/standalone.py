@@ -23,7 +23,7 @@ from pathlib import Path
 from gesscale.errors import UserError
 from jobs.cds import BASE_OPTIONS
 from jobs.cds import java_options as cds_options
-from jobs.spark_security import bind_env
+from jobs.spark_security import bind_env, daemon_args
 
 
 def spark_home() -> Path:
@@ -86,7 +86,7 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     # Master and worker daemons do little work: C1 only and the serial GC start them faster on a small machine,
     # and so do Spark's classes from the class-data archive when there is one (jobs/cds.py).
     env.setdefault("SPARK_DAEMON_JAVA_OPTS", f"{BASE_OPTIONS} {cds_options()}".strip())
-    argv = [str(spark_home() / "bin" / "spark-class"), cls, *args]
+    argv = [str(spark_home() / "bin" / "spark-class"), cls, *args, *daemon_args(secured_conf)]
     if cgroup_procs is not None:  # join the cgroup before the JVM starts, so that all it opens belongs to it
         argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(cgroup_procs), *argv]
     with log.open("wb") as fh:

@@ -120,6 +120,8 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
             make_policy(pid, **opts)
         except TypeError as err:
             raise UserError(f"{where}: policy_options: {pid}: {err}") from None
+    if "model" in data and not any(hasattr(make_policy(p), "model") for p in policies):
+        raise UserError(f"{where}: 'model': none of the policies {', '.join(policies)} has a performance model")
     workload = data.get("workload")
     if workload is not None and not isinstance(workload, dict):
         raise UserError(f"{where}: 'workload' must be a mapping (kind: ...), got {workload!r}")

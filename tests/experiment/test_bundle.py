@@ -79,3 +79,10 @@ def test_time_series_and_decision_log(bundle: Path) -> None:
     compared = [r for r in log if r["policy"] == "gesscale" and r["predicted_mst"] and r["observed_mst"]]
     assert compared and all(r["saturated"] == "1" for r in compared)
     assert not any(r["predicted_mst"] for r in log if r["policy"] == "thr-nlaware")  # no model, no prediction
+
+
+def test_a_model_without_a_model_based_policy_is_refused(tmp_path: Path) -> None:
+    model = tmp_path / "model.json"
+    model.write_text('{"model": {"alpha": 60, "beta": 0.9, "gamma": 0.1, "measurements": []}}')
+    with pytest.raises(UserError, match="'model': none of the policies thr-nlaware has a performance model"):
+        spec_from_dict({**BASE, "policies": ["thr-nlaware"], "model": str(model)}, "exp.yaml", ROOT)

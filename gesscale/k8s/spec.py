@@ -182,6 +182,10 @@ def spark_conf(spec: SubmitSpec) -> dict[str, str]:
         "spark.driver.memory": spec.driver_memory,
         "spark.dynamicAllocation.enabled": "false",  # the controller sets the executor target, not Spark
         "spark.executorEnv.PYSPARK_PYTHON": "python3",
+        # Spark's own RPC authentication: on Kubernetes Spark makes a secret per application and hands it to
+        # its executors itself (Spark's security docs, "Authentication"); the UI's kill links are off.
+        "spark.authenticate": "true",
+        "spark.ui.killEnabled": "false",
     }
     conf.update(spec.extra_conf)
     return conf

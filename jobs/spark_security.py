@@ -53,7 +53,7 @@ def defaults_text(secret: str) -> str:
 
 
 def conf_dir(run_dir: Path) -> Path:
-    """Where the run in `run_dir` keeps its Spark configuration (its `SPARK_CONF_DIR`)."""
+    """Where the run in `run_dir` keeps its secured Spark settings (read with `--properties-file`)."""
     return Path(run_dir) / CONF_DIR_NAME
 
 

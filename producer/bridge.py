@@ -35,6 +35,7 @@ class BridgeStats:
     forwarded: int = 0
     kafka_failures: int = 0
     mqtt_acked: int = 0
+    redelivered: int = 0  # received with MQTT's DUP flag: sent before, maybe forwarded by an earlier bridge
     elapsed_s: float = 0.0
     gave_up: bool = False
     verification: Verification | None = None
@@ -114,6 +115,7 @@ class Bridge:
     def _on_message(self, client, userdata, msg) -> None:
         with self._lock:
             self.stats.received += 1
+            self.stats.redelivered += bool(msg.dup)
             self._pending += 1
         self._forward(msg.mid, msg.qos, kafka_key(msg.payload, self.key_field), msg.payload)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -377,6 +378,10 @@ class MqttSink:
         self._outage = OutageTracker(notify, f"MQTT {host}:{port}")
         # Everything the callbacks touch exists before connecting: paho's thread may call them at once.
         self._inflight: collections.deque = collections.deque()
+        # PUBACKs by message id, from paho's thread: `MQTTMessageInfo.is_published()` raises for a message
+        # published while disconnected (rc NO_CONN), although paho keeps it and sends it after reconnecting.
+        self._puback: collections.Counter[int] = collections.Counter()
+        self._puback_lock = threading.Lock()
         self.acked = 0
         self.resent = 0
         self.restored = 0
@@ -384,6 +389,7 @@ class MqttSink:
         self._closing = False
         self._client.on_disconnect = self._on_disconnect
         self._client.on_connect = self._on_connect
+        self._client.on_publish = self._on_publish
         try:
             self._client.connect(host, port, keepalive=30)
         except OSError as err:
@@ -397,6 +403,10 @@ class MqttSink:
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         self._outage.up(time.monotonic(), len(self._inflight))
 
+    def _on_publish(self, client, userdata, mid, reason_code, properties) -> None:
+        with self._puback_lock:
+            self._puback[mid] += 1
+
     def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
         """Publish one record (MQTT has no key: `key` and `key_hash` are unused); QoS 1 messages are kept by
         paho until the broker acknowledges them."""
@@ -409,9 +419,10 @@ class MqttSink:
     def service(self) -> None:
         """Count acknowledged publications (PUBACK for QoS 1, written for QoS 0)."""
         inflight = self._inflight
-        while inflight and inflight[0].is_published():
-            inflight.popleft()
-            self.acked += 1
+        with self._puback_lock:
+            while inflight and self._puback[inflight[0].mid] > 0:
+                self._puback[inflight.popleft().mid] -= 1
+                self.acked += 1
 
     def pending(self) -> int:
         """Publications not yet acknowledged."""

@@ -83,6 +83,7 @@ def register(app: typer.Typer) -> None:
         data = {
             "received": stats.received, "forwarded": stats.forwarded, "mqtt_acked": stats.mqtt_acked,
             "kafka_failures": stats.kafka_failures, "unforwarded": stats.received - stats.forwarded,
+            "redelivered": stats.redelivered,
             "elapsed_s": round(stats.elapsed_s, 2),
             "rate": round(stats.forwarded / stats.elapsed_s, 1) if stats.elapsed_s else 0.0,
             "gave_up": stats.gave_up,
@@ -95,6 +96,8 @@ def register(app: typer.Typer) -> None:
         (Console() if Console().is_terminal else Console(width=120)).print(
             f"bridge: received {data['received']}, forwarded to Kafka {data['forwarded']}, MQTT acknowledged "
             f"{data['mqtt_acked']}, Kafka failures retried {data['kafka_failures']}, {data['elapsed_s']} s; {verdict}"
+            + (f"; {data['redelivered']} re-delivered by MQTT (an earlier bridge may have forwarded them: "
+               "possible duplicates)" if data["redelivered"] else "")
             + ("; gave up: Kafka stayed away" if data["gave_up"] else "")
         )
         if json_out is not None:

@@ -141,6 +141,7 @@ def test_no_kill_links_no_secret_in_sight_and_the_hook_wants_its_token(testbed: 
     assert [a["id"] for a in json.loads(_http(f"{master_ui}/json/")[1])["activeapps"]] == [app]
     assert testbed.job.alive()
     status, _ = _http(f"{master_ui}/workers/kill/?host=127.0.0.38", "POST")
+    print(f"\nmaster UI: worker decommissioning answered {status}", flush=True)
     assert status in (403, 405), status  # decommissioning from the UI is denied
     assert json.loads(_http(f"{master_ui}/json/")[1])["aliveworkers"] == 1
     # the hook: no token, a wrong token, a token without "Bearer "

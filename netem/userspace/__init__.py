@@ -7,6 +7,8 @@ each one for its link's one-way delay (with jitter and loss) and then accepts it
 
 - `table`: the daemon's link table (JSON) and how a packet is matched to a link (pure);
 - `model`: when each packet is released (delay, jitter, loss, per-flow order) (pure);
+- `nfq`: nfnetlink_queue's messages (pure) and the daemon's netlink socket (bind, receive, batched verdicts);
+- `schedule`: the held packets in release order (pure);
 - `daemon`: the program itself (`python -m netem.userspace --config FILE --tag gesscale-netem:TAG`);
 - `launch`: the daemon's command line and state files, for whoever starts it;
 - `rules`: the tagged iptables rules of one node (pure) and the tag-only cleanup;

@@ -21,7 +21,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY requirements-lock.txt ./
-# Some packages (fnfqueue, crc32c on some platforms) are source distributions: built here, not in the runtime image.
+# Some packages (crc32c on some platforms) are source distributions: built here, not in the runtime image.
 RUN pip wheel --no-cache-dir --require-hashes --no-deps -r requirements-lock.txt -w /wheels
 COPY pyproject.toml README.md ./
 COPY gesscale gesscale

@@ -40,9 +40,10 @@ def common(fleet, tmp_path):
         main(["netem", "clear", *args, "--tag", TAG])
 
 
-def test_fleet_hosts_have_iptables_and_the_venv_imports_fnfqueue(fleet):
+def test_fleet_hosts_have_iptables_and_the_venv_imports_the_daemon(fleet):
     for host in fleet.hosts:
-        res = fleet.ssh(host, f"sudo iptables -t mangle -S OUTPUT && sudo {sys.executable} -c 'import fnfqueue, netem'")
+        cmd = f"sudo iptables -t mangle -S OUTPUT && sudo {sys.executable} -c 'import netem.userspace.daemon'"
+        res = fleet.ssh(host, cmd)
         assert res.returncode == 0, (host.name, res.stderr)
 
 

@@ -84,13 +84,13 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     where = source
     if not isinstance(data, dict):
         raise UserError(f"{where}: an experiment file must be a mapping ({', '.join(SPEC_KEYS)})")
-    check_keys(data, SPEC_KEYS, where)
     root = base or Path.cwd()
     env = data.get("environment", "sim")
     if env not in ENVIRONMENTS:
         raise UserError(f"{where}: 'environment' must be one of {', '.join(ENVIRONMENTS)}, got {env!r}")
     if env not in BUILT:
         raise UserError(f"{where}: environment '{env}' is not built yet (only 'sim' runs: the simulator)")
+    check_keys(data, SPEC_KEYS, where)
     if "scenario" not in data:
         raise UserError(f"{where}: missing 'scenario' (a scenario file: cluster, ground truth, workload)")
     scenario = _path(data["scenario"], "scenario", root, where)

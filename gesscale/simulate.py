@@ -7,7 +7,7 @@ input has ended and drained. `simulate_many` repeats over seeds and takes median
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,18 +213,23 @@ def period_rows(result: RunResult) -> list[dict[str, Any]]:
     the period's end (mean input and throughput, backlog, replicas, ND_max, CPU), the ideal replica count of the
     period (the actionable demand, `gesscale.metrics.period_demand`; empty once the input has ended) and the
     decision with its reason."""
+    return history_rows(result.history, np.asarray(result.demand))
+
+
+def history_rows(history: Sequence[StepRecord], demand: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """`period_rows` of any control loop's history (a live run has no `demand`: its ideal column is empty)."""
     rows: list[dict[str, Any]] = []
-    demand = np.asarray(result.demand)
+    d = np.zeros(0) if demand is None else demand
     t0 = 0.0
-    for h in result.history:
-        o, d = h.observation, h.decision
-        lo, hi = int(t0), min(len(demand), int(o.time_s))
+    for h in history:
+        o, dec = h.observation, h.decision
+        lo, hi = int(t0), min(len(d), int(o.time_s))
         rows.append({
             "t_s": o.time_s, "input_rate": round(o.input_rate, 3), "throughput": round(o.throughput, 3),
             "backlog": round(o.backlog, 1), "replicas": len(o.replicas),
-            "ideal_replicas": int(demand[lo:hi].max()) if hi > lo else "",
+            "ideal_replicas": int(d[lo:hi].max()) if hi > lo else "",
             "nd_max_ms": round(o.nd_max_ms, 2), "cpu": "" if o.cpu is None else round(o.cpu, 4),
-            "paused_s": o.paused_s, "decision": d.target, "applied": int(h.applied), "reason": d.reason,
+            "paused_s": o.paused_s, "decision": dec.target, "applied": int(h.applied), "reason": dec.reason,
         })
         t0 = o.time_s
     return rows

@@ -90,13 +90,17 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
     from gesscale.report import plot_figure7, simulate_json, workload_provenance, write_csv, write_json
     from gesscale.simulate import TIMESERIES_COLUMNS, period_rows, run_once, seeds_for, with_references
 
-    if spec.environment != "sim":
-        raise UserError(f"environment '{spec.environment}' is not built yet (only 'sim' runs: the simulator)")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"cannot create {out}: {err.strerror}") from None
+    if spec.environment == "local":
+        from gesscale.experiment.live import run_live_experiment
+
+        return run_live_experiment(spec, out, argv)
+    if spec.environment != "sim":
+        raise UserError(f"environment '{spec.environment}' is not built yet (sim and local run)")
     scenario = scenario_of(spec)
     model = load_model_file(spec.model) if spec.model is not None else None
     seeds = seeds_for(scenario, spec.seeds)

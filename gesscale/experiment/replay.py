@@ -3,7 +3,8 @@
 The bundle's `spec.resolved.json` is the spec as run; replay rebuilds it, checks that the input it generates has
 the SHA-256 the bundle recorded (per seed) and runs the bundle's policies plus any others asked for into a new
 bundle. `compare_runs` then says, for every recorded run, whether each metric came out the same. A live
-bundle (environment `local`) cannot be made yet, so neither can its simulated twin.
+bundle (environment `local`) cannot be run again the same way; `replay_live` runs the simulated twin of each of
+its runs instead (the scenario calibrated from that run) with any policies, beside the live figures.
 """
 
 from __future__ import annotations
@@ -79,3 +80,57 @@ def check_replay(bundle: Path, replay: Path) -> tuple[list[str], list[str]]:
     runs_a = _read(bundle / "metrics.json")["runs"]
     runs_b = _read(replay / "metrics.json")["runs"]
     return input_mismatches(env_a, env_b), compare_runs(runs_a, runs_b)
+
+
+def is_live_bundle(bundle: Path) -> bool:
+    """True for a bundle of `environment: local` (live runs)."""
+    return _read(bundle / "spec.resolved.json").get("environment") == "local"
+
+
+LIVE_KEYS = ("reconfigurations", "avg_replicas", "max_backlog")
+TWIN_KEYS = ("reconfigurations", "avg_replicas", "max_backlog", "cost", "excess_time")
+
+
+def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: int = 3) -> dict[str, Any]:
+    """The simulated twin of every live run of a `local` bundle: the scenario calibrated from that run (its
+    measured MSTs fitted into the ground truth, its measured pauses, the day it replayed; `run_demo` wrote it)
+    run with the live policy, the bundle's `sim_policies` and `extra_policies`, `seeds` seeds each. Writes
+    `out/metrics.json` and `out/twins.md` (the live figures and the simulated ones side by side); returns the
+    metrics document."""
+    from gesscale.policies.base import parse_policy_list
+    from gesscale.report import summary, write_json
+    from gesscale.scenario import scenario_from_dict
+    from gesscale.simulate import simulate_many
+
+    spec = _read(bundle / "spec.resolved.json")
+    runs = _read(bundle / "metrics.json")["runs"]
+    doc: dict[str, Any] = {"environment": "local-replay", "bundle": str(bundle), "seeds": seeds, "twins": {}}
+    lines = ["| live run | row | " + " | ".join(TWIN_KEYS) + " |", "|" + " --- |" * (len(TWIN_KEYS) + 2)]
+    for pid, run in runs.items():
+        scenario = run.get("calibrated_scenario")
+        if not scenario:
+            raise UserError(f"{bundle}: the live run of {pid} has no calibrated scenario (was it cut short?)")
+        wanted = list(dict.fromkeys([pid, *spec.get("sim_policies", []), *extra_policies]))
+        results = simulate_many(scenario_from_dict(scenario, f"{pid}-twin"), parse_policy_list(",".join(wanted)),
+                                seeds)
+        medians = summary(results)
+        doc["twins"][pid] = {"live": run["live"], "simulated": {p: medians[p] for p in wanted if p in medians}}
+        live = run["live"]
+        lines.append(f"| {pid} | **live** | {live.get('reconfigurations')} | {_fmt(live.get('avg_replicas'))} | "
+                     f"{_fmt(live.get('max_backlog'))} | – | – |")
+        for p in wanted:
+            m = medians.get(p, {})
+            lines.append(f"| {pid} | simulated {p} | " + " | ".join(_fmt(m.get(k)) for k in TWIN_KEYS) + " |")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "metrics.json", doc)
+    (out / "twins.md").write_text("Each live run next to its simulated twin (the scenario calibrated from that run; "
+                                  f"medians over {seeds} seeds)\n\n" + "\n".join(lines) + "\n")
+    return doc
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"

@@ -13,6 +13,14 @@
     policy_options: {static: {replicas: 3}}        # optional: constructor options per policy
     model: out/model.json               # optional: starting model of the model-based policies
 
+`environment: local` runs each policy live, one after the other, each on a fresh fog-in-a-box testbed (the
+`gesscale demo` machinery: embedded broker, Spark standalone, fog nodes in cgroup CPU budgets, the map's RTTs
+emulated, one synthetic taxi day replayed); it takes no `scenario`, `workload` or `seeds` (the demo's producer
+replays the synthetic taxi day), and adds:
+
+    local: {day_s: 150, nodes: 6, node_cpu: 0.25, control_period_s: 10, warmup_s: 10}   # `DemoOptions` keys
+    sim_policies: [gesscale, thr-nlunaware, thr-nlaware, mdl-nlunaware]   # run on each live run's simulated twin
+
 Durations are the workload's own keys (`days` of taxi, `duration_s` of the others). Relative paths are resolved
 against the experiment file's folder, then the current directory. Every mistake is one `UserError` line.
 """
@@ -28,9 +36,12 @@ from gesscale.errors import UserError
 from gesscale.schema import check_keys, number
 
 SPEC_KEYS = ("name", "environment", "scenario", "latency_map", "workload", "control_period_s", "policies", "seeds",
-             "controller", "policy_options", "model")
+             "controller", "policy_options", "model", "local", "sim_policies")
 ENVIRONMENTS = ("sim", "local", "k8s")
-BUILT = ("sim",)
+BUILT = ("sim", "local")
+LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "latency_map")  # environment: local
+LOCAL_KEYS = ("day_s", "nodes", "node_cpu", "strategy", "rides_per_day", "peak_load", "start_hour",
+              "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class ExperimentSpec:
 
     name: str
     environment: str
-    scenario_path: Path
+    scenario_path: Path | None
     policies: tuple[str, ...]
     seeds: int
     latency_map: Path | None = None
@@ -49,6 +60,8 @@ class ExperimentSpec:
     policy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: Path | None = None
     source: str = "<inline>"
+    local: dict[str, Any] = field(default_factory=dict)
+    sim_policies: tuple[str, ...] = ()
 
     def resolved(self) -> dict[str, Any]:
         """The spec as run: paths absolute, defaults filled in (JSON-ready)."""
@@ -76,10 +89,42 @@ def _mapping(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
+def _policy_list(raw: Any, key: str, where: str) -> tuple[str, ...]:
+    from gesscale.policies.base import parse_policy_list
+
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
+        raise UserError(f"{where}: '{key}' must be a non-empty list of policy ids, got {raw!r}")
+    return tuple(parse_policy_list(",".join(raw)))
+
+
+def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
+    """The live part: policies run one after another on fresh testbeds (`gesscale.testbed.demo`)."""
+    from gesscale.testbed.demo import DemoOptions
+
+    for key in ("scenario", "workload", "seeds", "control_period_s", "controller", "policy_options", "model"):
+        if key in data:
+            raise UserError(f"{where}: '{key}' is not taken by environment: local (the demo replays the synthetic "
+                            "taxi day; its options go in 'local')")
+    check_keys(data, LOCAL_SPEC_KEYS, where)
+    local = _mapping(data, "local", where)
+    check_keys(local, LOCAL_KEYS, f"{where}: local")
+    lmap = _path(data["latency_map"], "latency_map", root, where) if "latency_map" in data else None
+    try:
+        DemoOptions(**local, latency_map=lmap).validate()
+    except TypeError as err:
+        raise UserError(f"{where}: local: {err}") from None
+    sim = _policy_list(data["sim_policies"], "sim_policies", where) if "sim_policies" in data else ()
+    return ExperimentSpec(name=str(data.get("name") or Path(where).stem), environment="local", scenario_path=None,
+                          policies=_policy_list(data.get("policies"), "policies", where), seeds=1, latency_map=lmap,
+                          source=where, local=dict(local), sim_policies=sim)
+
+
 def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None) -> ExperimentSpec:
     """Check a parsed experiment file (see the module docstring); every problem is a `UserError`."""
     from gesscale.config import ControllerConfig
-    from gesscale.policies.base import make_policy, parse_policy_list
+    from gesscale.policies.base import make_policy
 
     where = source
     if not isinstance(data, dict):
@@ -90,16 +135,16 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
         raise UserError(f"{where}: 'environment' must be one of {', '.join(ENVIRONMENTS)}, got {env!r}")
     if env not in BUILT:
         raise UserError(f"{where}: environment '{env}' is not built yet (only 'sim' runs: the simulator)")
+    if env == "local":
+        return _local_spec(data, where, root)
+    for key in ("local", "sim_policies"):
+        if key in data:
+            raise UserError(f"{where}: '{key}' is for environment: local")
     check_keys(data, SPEC_KEYS, where)
     if "scenario" not in data:
         raise UserError(f"{where}: missing 'scenario' (a scenario file: cluster, ground truth, workload)")
     scenario = _path(data["scenario"], "scenario", root, where)
-    raw = data.get("policies")
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
-        raise UserError(f"{where}: 'policies' must be a non-empty list of policy ids, got {raw!r}")
-    policies = tuple(parse_policy_list(",".join(raw)))
+    policies = _policy_list(data.get("policies"), "policies", where)
     seeds = number(data, "seeds", 1, where, lo=1, hi=100, integer=True)
     period = None if "control_period_s" not in data else number(data, "control_period_s", None, where, lo=1)
     controller = _mapping(data, "controller", where)
@@ -157,6 +202,8 @@ def scenario_of(spec: ExperimentSpec):  # type: ignore[no-untyped-def]
     from gesscale.scenario import scenario_from_dict
     from gesscale.yamlfile import read_yaml
 
+    if spec.scenario_path is None:
+        raise UserError(f"{spec.source}: environment {spec.environment} has no scenario")
     data = dict(read_yaml(spec.scenario_path, "scenario"))
     if spec.latency_map is not None:
         cluster = dict(data.get("cluster") or {})

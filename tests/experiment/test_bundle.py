@@ -25,7 +25,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    ({"environment": "local"}, "environment 'local' is not built yet"),
+    ({"environment": "k8s"}, "environment 'k8s' is not built yet"),
+    ({"environment": "local"}, "'scenario' is not taken by environment: local"),
+    ({"local": {"day_s": 100}}, "'local' is for environment: local"),
     ({"environment": "cloud"}, "'environment' must be one of sim, local, k8s"),
     ({"seed": 3}, "unknown key 'seed'"),
     ({"policies": []}, "'policies' must be a non-empty list"),
@@ -41,9 +43,21 @@ def test_spec_mistakes_are_one_line(extra: dict[str, object], message: str) -> N
         spec_from_dict({**BASE, **extra}, "exp.yaml", ROOT)
 
 
-def test_cli_refuses_the_local_environment_with_one_line(tmp_path: Path) -> None:
+def test_local_spec_is_checked_before_anything_starts() -> None:
+    spec = spec_from_dict({"environment": "local", "policies": ["gesscale", "mdl-nlunaware"],
+                           "local": {"day_s": 150, "nodes": 4}, "sim_policies": ["gesscale", "thr-nlaware"]},
+                          "exp.yaml", ROOT)
+    assert spec.scenario_path is None and spec.local == {"day_s": 150, "nodes": 4}
+    assert spec.sim_policies == ("gesscale", "thr-nlaware")
+    with pytest.raises(UserError, match="local: unknown key 'days'"):
+        spec_from_dict({"environment": "local", "policies": ["gesscale"], "local": {"days": 1}}, "exp.yaml", ROOT)
+    with pytest.raises(UserError, match="--nodes must be between 1 and 9"):
+        spec_from_dict({"environment": "local", "policies": ["gesscale"], "local": {"nodes": 12}}, "exp.yaml", ROOT)
+
+
+def test_cli_refuses_the_k8s_environment_with_one_line(tmp_path: Path) -> None:
     spec = tmp_path / "exp.yaml"
-    spec.write_text(f"environment: local\nscenario: {ROOT / 'scenarios/pi10-spike.yaml'}\npolicies: [gesscale]\n")
+    spec.write_text(f"environment: k8s\nscenario: {ROOT / 'scenarios/pi10-spike.yaml'}\npolicies: [gesscale]\n")
     r = subprocess.run([sys.executable, "-m", "gesscale", "experiment", "run", str(spec), "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not built yet" in r.stderr, r.stderr

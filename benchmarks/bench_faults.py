@@ -46,7 +46,8 @@ def table(lines: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    """Run the suite `--repeat` times and print the table; exit 1 when a run lost or duplicated or failed."""
+    """Run the suite `--repeat` times and print the table; exit 1 when a run lost records or a test failed (a
+    test fails on any duplicate the tool did not report itself)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of the whole suite (default 1)")
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100_000, help="seed of the first run")
@@ -77,7 +78,7 @@ def main() -> int:
     print(table(lines))
     for f in failures:
         print(f"failed: {f}")
-    bad = failures or any(s["lost"] or s["duplicated"] for s in lines)
+    bad = failures or any(s["lost"] for s in lines)
     return 1 if bad else 0
 
 

@@ -133,4 +133,4 @@ def _fmt(value: Any) -> str:
         return "–"
     if isinstance(value, float) and not value.is_integer():
         return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
-    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    return f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)

@@ -8,35 +8,17 @@ the producer killed then resumed are in tests/faults/.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 
 import pytest
 
 from gesscale.brokers import KafkaBroker
-from gesscale.brokers.topics import read_values
 from gesscale.cli import main
 from producer.run import ProduceOptions, prepare
-
-
-def key_counts(bootstrap: str, topic: str) -> Counter[str]:
-    """Occurrences of each record key in the topic (the test's own count)."""
-    return Counter(json.loads(value)["key"] for _, _, value in read_values(bootstrap, topic))
-
-
-def crash(broker: KafkaBroker, down_s: float = 0.3) -> None:
-    """kill -9, then the same broker on the same data directory `down_s` later."""
-    broker.kill()
-    time.sleep(down_s)
-    broker.restart()
-
-
-def expected_keys(rides: int, duplication: int) -> set[str]:
-    return {f"s{ride}-{dup}" for ride in range(1, rides + 1) for dup in range(duplication)}
+from tests.faults.support import crash, key_counts, synthetic_keys
 
 
 @pytest.mark.e2e
@@ -61,7 +43,7 @@ def test_kill_right_after_the_last_ack_is_found_and_restored(own_broker: KafkaBr
     assert stats.sent == stats.acked == 12_000 and stats.drained
     assert v is not None and v.ok and v.lost == 0, (v, notes)
     assert v.restored == 12_000 - after_crash[0]  # exactly what the crash lost was found and re-sent
-    assert set(counts) == expected_keys(6_000, 2)
+    assert set(counts) == synthetic_keys(6_000, 2)
     assert sum(counts.values()) - len(counts) == v.duplicated
     print(f"kill -9 after last ack: {v.restored} acknowledged records missing and re-sent, "
           f"{v.duplicated} duplicated, 0 lost")  # fmt: skip
@@ -99,4 +81,4 @@ def test_sigterm_prints_the_verified_summary(own_broker: KafkaBroker) -> None:
     assert "verified:" in out and "0 lost" in out, out
     sent = int(out.split("sent / acknowledged")[1].split("/")[0])
     counts = key_counts(own_broker.bootstrap, "rides")
-    assert set(counts) == expected_keys(sent, 1), out
+    assert set(counts) == synthetic_keys(sent, 1), out

@@ -61,6 +61,8 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
     from netem.latency_map import load_latency_map
 
     out.mkdir(parents=True, exist_ok=True)
+    # taken before the runs: the commit and versions of the code that runs (a checkout may move meanwhile)
+    provenance_record = environment_record(Path(__file__).resolve().parents[2], argv)
     paths: list[Path] = []
     decisions: list[dict[str, Any]] = []
     runs: dict[str, dict[str, Any]] = {}
@@ -101,9 +103,8 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
         shutil.copyfile(source, out / "spec.yaml")
         paths.append(out / "spec.yaml")
     paths.append(write_json(out / "spec.resolved.json", spec.resolved()))
-    repo = Path(__file__).resolve().parents[2]
     provenance = "synthetic diurnal taxi day (NYC weekday hourly shape) replayed into Kafka by the demo's producer"
-    paths.append(write_json(out / "environment.json", {**environment_record(repo, argv), "input": {
+    paths.append(write_json(out / "environment.json", {**provenance_record, "input": {
         "provenance": provenance, "by_policy": inputs}}))
     from gesscale.testbed import DEFAULT_MAP
 

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import latency_map_from_dict
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.observation import Observation
 from gesscale.policies.base import PolicyContext, place
 from gesscale.policies.gesscale_paper import GesscalePolicy
 from gesscale.scenario import load_scenario
 from gesscale.simulate import run_once
-from netem.latency_map import latency_map_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,8 +68,8 @@ def simulated_per_wall_s(policy: str = "gesscale", runs: int = 5) -> float:
 
 def optimal_wall_s() -> tuple[float, float, dict]:
     """Wall seconds of optimal's programme alone and of its whole run on pi10-taxi (seed 1), and its summary."""
-    from gesscale.backends.sim import SimBackend
     from gesscale.policies.optimal import OptimalPolicy
+    from gesscale.sim_backend import SimBackend
 
     sc = load_scenario(ROOT / "scenarios" / "pi10-taxi.yaml")
     start = time.perf_counter()

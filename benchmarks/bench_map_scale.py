@@ -2,7 +2,7 @@
 
 For each size, a map of random European sites with RTTs derived from coordinates (derive: geo) is loaded,
 turned into the placement graph, and a 5-node placement is grown on it, in a fresh process each (so the peak
-memory is that size's own). Sizes above `netem.latency_map.MAX_NODES` are refused up front, which is shown too.
+memory is that size's own). Sizes above `gesscale.latency_map.MAX_NODES` are refused up front, which is shown too.
 
     .venv/bin/python benchmarks/bench_map_scale.py [--sizes 500,1000,2000,10000]
 """
@@ -22,7 +22,7 @@ import json, random, resource, sys, time
 sys.path.insert(0, {root!r})
 from gesscale import placement
 from gesscale.errors import UserError
-from netem.latency_map import latency_map_from_dict
+from gesscale.latency_map import latency_map_from_dict
 n = {n}; rng = random.Random(1)
 doc = {{"nodes": {{f"n{{i}}": {{"lat": rng.uniform(35, 65), "lon": rng.uniform(-10, 30)}} for i in range(n)}},
        "derive": "geo"}}

@@ -26,12 +26,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gesscale import placement  # noqa: E402
+from gesscale.latency_map import LatencyMap, load_latency_map  # noqa: E402
 from gesscale.probe import ProbeResult  # noqa: E402
 from gesscale.testbed import DEFAULT_MAP  # noqa: E402
 from gesscale.testbed.calibration import LocalCalibrationOptions, calibrate_local, testbed_nodes  # noqa: E402
 from gesscale.testbed.probe_target import LIVE_PARAMS  # noqa: E402
 from gesscale.testbed.wan import WanSettings  # noqa: E402
-from netem.latency_map import LatencyMap, load_latency_map  # noqa: E402
 
 
 def extreme_placements(lmap: LatencyMap, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gesscale.backends.local import LocalBackend  # noqa: E402
+from gesscale.latency_map import load_latency_map  # noqa: E402
 from gesscale.observation import Placement  # noqa: E402
 from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig  # noqa: E402
+from gesscale.testbed.backend import LocalBackend  # noqa: E402
 from gesscale.testbed.fleet import FleetPorts  # noqa: E402
 from gesscale.testbed.job import JobSettings  # noqa: E402
 from gesscale.testbed.keys import account  # noqa: E402
-from netem.latency_map import load_latency_map  # noqa: E402
 
 
 def wait_batches(backend: LocalBackend, count: int, timeout_s: float = 300.0) -> None:

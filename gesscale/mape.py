@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gesscale.backends.base import Backend
+from gesscale.backend import Backend
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import LatencyMap
 from gesscale.observation import Decision, Observation, Placement, Reconfiguration
 from gesscale.policies.base import Policy, PolicyContext, place
 from gesscale.state_file import state_for
-from netem.latency_map import LatencyMap
 
 
 @dataclass(frozen=True)

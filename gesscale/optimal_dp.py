@@ -1,6 +1,6 @@
 """The cheapest replica schedule that pays every reconfiguration pause: an exact dynamic programme (pure, no I/O).
 
-The problem is the simulator's own (`gesscale/backends/sim.py`), known in advance: records arriving in each
+The problem is the simulator's own (`gesscale/sim_backend.py`), known in advance: records arriving in each
 second `input[i]`, records that n replicas can process in second i `capacity[n, i]` (noise included), a pause of
 `pause_s` seconds without processing after every change, and one decision per control period of `period_s`
 seconds (period 0 runs on `n_start`). Per second the backlog follows the Lindley recursion

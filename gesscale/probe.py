@@ -36,9 +36,9 @@ import numpy as np
 
 from gesscale import placement
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.scenario import GroundTruth
-from netem.latency_map import LatencyMap
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.latency_map import SUSPICIOUS_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
-from netem.latency_map import SUSPICIOUS_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import random
 from typing import Any
 
 from gesscale import placement
+from gesscale.latency_map import latency_map_from_dict
 from gesscale.scenario import GroundTruth
 from gesscale.workloads import TAXI_HOURLY_SHARE
-from netem.latency_map import latency_map_from_dict
 
 KINDS = ("taxi", "cosine", "random", "increasing", "decreasing", "spike", "steps")
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from gesscale.backends.sim import SimBackend
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop, StepRecord
 from gesscale.metrics import DRAIN_S, METRIC_KEYS, RunMetrics, compute_metrics, replicas_needed
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.policies.base import make_policy
 from gesscale.scenario import Scenario
+from gesscale.sim_backend import SimBackend
 
 
 @dataclass

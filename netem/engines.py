@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from netem.hosts import Host
-from netem.latency_map import LatencyMap
 from netem.probe import ProbeResult
 from netem.userspace.rules import PeerLink, UserspaceNodePlan, build_userspace_plan
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from netem.inventory_fields import CHECKS, check_host_vars, duplicate_addresses
-from netem.latency_map import LatencyMap
 
 CONNECTION_VARS = (
     "ansible_host",

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from netem.latency_map import LatencyMap
+from gesscale.latency_map import LatencyMap
 
 _RTT = re.compile(r"=\s*([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+)\s*ms")
 _RECEIVED = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")

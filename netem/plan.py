@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from netem.inventory_fields import check_device
-from netem.latency_map import LatencyMap
 
 MODES = ("netem", "structural")
 ROOT_HANDLE = "1:"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from gesscale.latency_map import LatencyMap
 from netem.engines import DEFAULT_TAG, pick_engine, userspace_plans
 from netem.hosts import Host
-from netem.latency_map import LatencyMap
 from netem.pairs import ping_pairs
 from netem.remote import Remote
 from netem.service import NetemService

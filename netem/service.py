@@ -11,8 +11,8 @@ import shlex
 from dataclasses import dataclass
 
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from netem.hosts import Host
-from netem.latency_map import LatencyMap
 from netem.measure import PingStats, Verdict, judge, parse_class_packets, parse_ping, parse_route_device, ping_command
 from netem.plan import NodePlan, build_plan
 from netem.probe import PROBE_COMMAND, ProbeResult, interpret_probe, missing_netem_message

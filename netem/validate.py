@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from netem.latency_map import LatencyMap
+from gesscale.latency_map import LatencyMap
 
 _TIME = re.compile(r"icmp_seq=(\d+) .*?time=([\d.]+) ms")
 _SENT = re.compile(r"(\d+) packets transmitted")

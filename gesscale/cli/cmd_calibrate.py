@@ -139,9 +139,9 @@ def register(app: typer.Typer) -> None:
                             progress=lambda r: console.print(_measured(r)))
             timings: dict[str, float] = {}
         else:
+            from gesscale.latency_map import load_latency_map
             from gesscale.testbed import DEFAULT_MAP
             from gesscale.testbed.calibration import LocalCalibrationOptions, calibrate_local
-            from netem.latency_map import load_latency_map
 
             lmap = load_latency_map(latency_map or DEFAULT_MAP)
             configs = configurations(lmap, _ints(replicas), kinds)

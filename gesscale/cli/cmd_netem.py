@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap, load_latency_map
 from netem.engines import check_engine, pick_engine, userspace_plans
 from netem.hosts import Host, hosts_for_map, load_inventory
-from netem.latency_map import LatencyMap, load_latency_map
 from netem.plan import MODES, build_plan
 from netem.playbooks import run_playbook
 from netem.remote import HostRemote

@@ -80,14 +80,14 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.live import Live
 
-        from gesscale.backends.local import STRATEGIES, LocalBackend
         from gesscale.config import ControllerConfig
+        from gesscale.latency_map import load_latency_map
         from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
+        from gesscale.testbed.backend import STRATEGIES, LocalBackend
         from gesscale.testbed.controller import LiveController, parse_duration
         from gesscale.testbed.job import JobSettings
         from gesscale.testbed.live import ControllerMetrics, LiveView
         from gesscale.testbed.wan import WanSettings
-        from netem.latency_map import load_latency_map
 
         if backend not in BACKENDS:
             raise UserError(f"--backend {backend!r} is not supported by `gesscale run` (only: local); "

@@ -54,11 +54,11 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
     """Run every policy of a `local` spec live and write the bundle; returns the paths written."""
     from gesscale.experiment.html import write_live_report
     from gesscale.experiment.provenance import environment_record
+    from gesscale.latency_map import load_latency_map
     from gesscale.policies.base import make_policy
     from gesscale.report import write_csv, write_json
     from gesscale.simulate import TIMESERIES_COLUMNS, history_rows
     from gesscale.testbed.demo import SIM_POLICIES, DemoOptions, run_demo
-    from netem.latency_map import load_latency_map
 
     out.mkdir(parents=True, exist_ok=True)
     # taken before the runs: the commit and versions of the code that runs (a checkout may move meanwhile)

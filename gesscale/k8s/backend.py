@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gesscale.backends.base import Backend
+from gesscale.backend import Backend
 from gesscale.errors import UserError
 from gesscale.k8s.api import KubeApi, KubeApiError
 from gesscale.k8s.hook_client import DriverHook, HookError
@@ -38,8 +38,8 @@ from gesscale.k8s.names import (
     executor_selector,
 )
 from gesscale.k8s.nodes import parse_node
+from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement
-from netem.latency_map import LatencyMap
 
 log = logging.getLogger(__name__)
 

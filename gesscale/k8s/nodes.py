@@ -16,8 +16,8 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.k8s.names import LAT_ANNOTATION, LON_ANNOTATION, REGION_ANNOTATION, RTT_ANNOTATION
+from gesscale.latency_map import LatencyMap, latency_map_from_dict
 from gesscale.observation import NodeState
-from netem.latency_map import LatencyMap, latency_map_from_dict
 
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 

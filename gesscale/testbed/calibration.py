@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from gesscale.probe import Calibration, ProbeParams, ProbeResult, calibrate
-from netem.latency_map import LatencyMap
 
 
 @dataclass
@@ -70,8 +70,8 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
 
     The testbed (broker, master, workers, job, cgroups) is torn down before returning, whatever happens.
     """
-    from gesscale.backends.local import LocalBackend
     from gesscale.testbed import KAFKA_PORT, Testbed, TestbedConfig
+    from gesscale.testbed.backend import LocalBackend
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.probe_target import LocalProbeTarget

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gesscale.backends.local import LocalBackend
 from gesscale.config import ControllerConfig
 from gesscale.errors import UserError
+from gesscale.latency_map import LatencyMap
 from gesscale.mape import ControlLoop, StepRecord
 from gesscale.model import PerformanceModel
 from gesscale.policies.base import Policy, make_policy
 from gesscale.state_file import state_for
-from netem.latency_map import LatencyMap
+from gesscale.testbed.backend import LocalBackend
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 

@@ -145,17 +145,17 @@ class Producer:
 
 def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole demo and return the report (written to `opts.report`)."""
-    from gesscale.backends.local import LocalBackend
     from gesscale.config import ControllerConfig
+    from gesscale.latency_map import load_latency_map
     from gesscale.report import write_json
     from gesscale.testbed import DEFAULT_MAP, KAFKA_PORT, Testbed, TestbedConfig
+    from gesscale.testbed.backend import LocalBackend
     from gesscale.testbed.controller import LiveController, read_reconfigurations
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.keys import account_job
     from gesscale.testbed.report import model_points
     from gesscale.testbed.wan import WanSettings
-    from netem.latency_map import load_latency_map
 
     opts.validate()
     t_start = time.monotonic()

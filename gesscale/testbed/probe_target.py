@@ -42,10 +42,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gesscale.backends.local import LocalBackend
 from gesscale.errors import UserError
 from gesscale.observation import Placement
 from gesscale.probe import ProbeParams, Window
+from gesscale.testbed.backend import LocalBackend
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from gesscale.latency_map import LatencyMap
 from gesscale.mape import StepRecord
-from netem.latency_map import LatencyMap
 
 
 def model_points(policy: Any) -> dict[str, Any] | None:

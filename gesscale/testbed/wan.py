@@ -103,7 +103,7 @@ def sweep_stale() -> list[str]:
 class WanSettings:
     """What to emulate: the map (its nodes include the testbed's and the site) and the site of broker and driver."""
 
-    latency_map: Any  # netem.latency_map.LatencyMap
+    latency_map: Any  # gesscale.latency_map.LatencyMap
     site: str | None = None  # None: the node with the smallest worst RTT to the testbed's nodes (choose_site)
 
     def resolve_site(self, nodes: list[str]) -> str:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from netem.latency_map import LatencyMap
+from gesscale.latency_map import LatencyMap
 from netem.validate import Validation, parse_ping_times, ping_times_command, validate
 
 SITE_ADDRESS = "127.0.0.1"

@@ -14,8 +14,8 @@ from ansible.errors import AnsibleFilterError
 
 try:  # gesscale must be importable by the Python that runs ansible-playbook
     from gesscale.errors import UserError
+    from gesscale.latency_map import LatencyMap, load_latency_map
     from netem.hosts import host_from_vars, hosts_for_map
-    from netem.latency_map import LatencyMap, load_latency_map
     from netem.measure import format_verdict, judge, parse_ping
     from netem.plan import build_plan
 except ImportError as _err:  # pragma: no cover - reported when a filter is used

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gesscale.backends.sim import SimBackend
 from gesscale.scenario import load_scenario
+from gesscale.sim_backend import SimBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("taxi", "cosine", "random", "increasing", "decreasing", "spike", "steps")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import latency_map_from_dict
 from gesscale.observation import Observation
 from gesscale.policies.base import PolicyContext
-from netem.latency_map import latency_map_from_dict
 
 LMAP = latency_map_from_dict({
     "nodes": ["n1", "n2", "n3", "n4", "n5", "n6"],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gesscale.errors import UserError
-from netem.latency_map import geo_rtt_ms, great_circle_km, latency_map_from_dict, load_latency_map
+from gesscale.latency_map import geo_rtt_ms, great_circle_km, latency_map_from_dict, load_latency_map
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_geo_derivation_follows_the_fibre_model() -> None:
 def test_geo_needs_coordinates() -> None:
     with pytest.raises(UserError, match="has no lat/lon"):
         latency_map_from_dict({"nodes": {"a": {}, "b": {"lat": 1, "lon": 1}}, "derive": "geo"})
-    from netem.latency_map import Node
+    from gesscale.latency_map import Node
     assert geo_rtt_ms(Node("x", lat=0, lon=0), Node("x", lat=0, lon=0)) == 0.0
 
 
@@ -104,7 +104,7 @@ def test_binary_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_map_above_the_stated_limit_is_refused_with_one_line_before_any_pair_is_computed() -> None:
-    from netem.latency_map import MAX_NODES
+    from gesscale.latency_map import MAX_NODES
 
     doc = {"nodes": {f"n{i}": {"lat": 50.0 + i * 1e-4, "lon": 10.0} for i in range(10_000)}, "derive": "geo"}
     with pytest.raises(UserError, match=f"10000 nodes; at most {MAX_NODES}"):

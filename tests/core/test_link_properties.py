@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gesscale.errors import UserError
-from netem.latency_map import Link, latency_map_from_dict, load_latency_map
+from gesscale.latency_map import Link, latency_map_from_dict, load_latency_map
 
 ROOT = Path(__file__).resolve().parents[2]
 

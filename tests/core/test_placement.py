@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from gesscale import placement
-from netem.latency_map import latency_map_from_dict
+from gesscale.latency_map import latency_map_from_dict
 
 # a, b, c close together; d mid; e far from everyone.
 MAP = latency_map_from_dict({

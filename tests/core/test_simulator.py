@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gesscale.backends.sim import SimBackend
 from gesscale.observation import Placement
 from gesscale.scenario import load_scenario, scenario_from_dict
+from gesscale.sim_backend import SimBackend
 from gesscale.simulate import run_once
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from gesscale.errors import UserError
 from gesscale.experiment.replay import is_live_bundle, replay_live
+from gesscale.latency_map import load_latency_map
 from gesscale.testbed.demo import DemoOptions
 from gesscale.testbed.report import calibrated_scenario
-from netem.latency_map import load_latency_map
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from gesscale.latency_map import latency_map_from_dict
 from gesscale.testbed.wan import TestbedWan, WanSettings, daemon_pids
 from gesscale.testbed.wan_measure import measure_links
-from netem.latency_map import latency_map_from_dict
 from tests.faults.support import fault, tally
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="iptables and cgroups need root")

@@ -13,8 +13,8 @@ import pytest
 
 from gesscale.cli import main
 from gesscale.errors import UserError
+from gesscale.latency_map import load_latency_map
 from netem.hosts import hosts_for_map, load_inventory
-from netem.latency_map import load_latency_map
 from netem.playbooks import run_playbook
 from netem.remote import FabricRemote
 from netem.service import NetemService

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from gesscale.errors import UserError
+from gesscale.latency_map import latency_map_from_dict
 from netem.hosts import load_inventory
 from netem.inventory_fields import CHECKS
-from netem.latency_map import latency_map_from_dict
 from netem.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]

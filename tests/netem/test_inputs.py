@@ -9,8 +9,8 @@ import pytest
 
 from gesscale.cli import main
 from gesscale.errors import UserError
+from gesscale.latency_map import latency_map_from_dict
 from netem.hosts import host_from_vars, hosts_for_map, load_inventory
-from netem.latency_map import latency_map_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 # Addresses in TEST-NET-1 (RFC 5737): nothing answers there, so a test that reached SSH would hang or fail.

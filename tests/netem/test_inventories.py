@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gesscale.latency_map import load_latency_map
 from netem.hosts import hosts_for_map, load_inventory
-from netem.latency_map import load_latency_map
 from netem.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]

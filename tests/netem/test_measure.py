@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from netem.latency_map import latency_map_from_dict
+from gesscale.latency_map import latency_map_from_dict
 from netem.measure import (
     PingStats,
     format_verdict,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gesscale.errors import UserError
-from netem.latency_map import latency_map_from_dict
+from gesscale.latency_map import latency_map_from_dict
 from netem.plan import STRUCTURAL_LEAF, build_plan
 
 MAP = {

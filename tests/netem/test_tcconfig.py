@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netem.latency_map import latency_map_from_dict
+from gesscale.latency_map import latency_map_from_dict
 from netem.plan import build_plan
 
 MAP = {

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from gesscale.cli import main
+from gesscale.latency_map import latency_map_from_dict
 from netem.engines import userspace_plans
 from netem.hosts import Host
-from netem.latency_map import latency_map_from_dict
 from netem.pairs import ping_pairs
 from netem.remote import HostRemote
 from netem.run import Options, clear_userspace_tag

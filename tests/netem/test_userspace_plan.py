@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from gesscale.errors import UserError
+from gesscale.latency_map import latency_map_from_dict
 from netem.engines import pick_engine, userspace_plans
 from netem.hosts import Host
-from netem.latency_map import latency_map_from_dict
 from netem.plan import build_plan
 from netem.probe import ProbeResult
 from netem.userspace.health import judge_health

@@ -10,9 +10,9 @@ import random
 from typing import Any
 
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import latency_map_from_dict
 from gesscale.observation import Observation
 from gesscale.policies.base import PolicyContext
-from netem.latency_map import latency_map_from_dict
 
 NODES = [f"n{i}" for i in range(1, 9)]
 FLAT = latency_map_from_dict({

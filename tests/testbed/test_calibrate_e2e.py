@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from gesscale.backends.base import Backend
+from gesscale.backend import Backend
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import load_latency_map
 from gesscale.model_file import load_model_file
 from gesscale.observation import NodeState, Observation, Placement
 from gesscale.testbed import DEFAULT_MAP
 from gesscale.testbed.cgroups import PREFIX
 from gesscale.testbed.controller import LiveController
-from netem.latency_map import load_latency_map
 from tests.testbed.test_live_e2e import CPU_ROOT, _leftovers
 
 ROOT = Path(__file__).resolve().parents[2]

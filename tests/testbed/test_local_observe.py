@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from gesscale.backends.local import LocalBackend
-from netem.latency_map import latency_map_from_dict
+from gesscale.latency_map import latency_map_from_dict
+from gesscale.testbed.backend import LocalBackend
 
 
 class _Fleet:

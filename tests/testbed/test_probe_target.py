@@ -86,10 +86,10 @@ def test_steady_rate_is_taken_over_the_newest_held_back_batches_after_the_start(
 
 
 def test_testbed_nodes_are_the_union_of_the_configurations_in_map_order() -> None:
+    from gesscale.latency_map import load_latency_map
     from gesscale.probe import configurations
     from gesscale.testbed import DEFAULT_MAP
     from gesscale.testbed.calibration import testbed_nodes
-    from netem.latency_map import load_latency_map
 
     lmap = load_latency_map(DEFAULT_MAP)
     configs = configurations(lmap, [1, 2, 3], ["near"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gesscale.backends.sim import SimBackend
 from gesscale.mape import ControlLoop
 from gesscale.policies.base import make_policy
 from gesscale.scenario import load_scenario
+from gesscale.sim_backend import SimBackend
 from gesscale.simulate import controller_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from gesscale.backends.sim import SimBackend
 from gesscale.cli import main
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.model_file import load_model_file
 from gesscale.probe import SimProbeTarget, calibrate, configurations
 from gesscale.scenario import Scenario, scenario_from_dict
+from gesscale.sim_backend import SimBackend
 from gesscale.simulate import controller_config
 from gesscale.testbed.controller import LiveController
 

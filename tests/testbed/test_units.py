@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from gesscale.backends.local import first_batch_started_after, longest_gap
 from gesscale.errors import UserError
+from gesscale.latency_map import load_latency_map
 from gesscale.scenario import scenario_from_dict
+from gesscale.testbed.backend import first_batch_started_after, longest_gap
 from gesscale.testbed.controller import parse_duration, read_reconfigurations
 from gesscale.testbed.demo import DemoOptions
 from gesscale.testbed.fleet import node_host
 from gesscale.testbed.job import read_batches
 from gesscale.testbed.report import calibrated_scenario, relative_noise
 from gesscale.workloads import rate_profile
-from netem.latency_map import load_latency_map
 from producer.pattern import parse_pattern
 
 ROOT = Path(__file__).resolve().parents[2]

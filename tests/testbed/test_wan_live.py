@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gesscale.latency_map import latency_map_from_dict
 from gesscale.testbed.wan import TestbedWan, WanSettings, bound_queues, daemon_pids, sweep_stale
 from gesscale.testbed.wan_measure import measure_links
-from netem.latency_map import latency_map_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 MAP = latency_map_from_dict({"nodes": ["fog1", "fog2", "fog3"],
@@ -62,7 +62,7 @@ def test_the_leftovers_of_a_killed_testbed_are_swept_by_the_next(tmp_path: Path)
     script = (f"import sys, os, time; sys.path.insert(0, {str(ROOT)!r});"
               "from pathlib import Path;"
               "from gesscale.testbed.wan import TestbedWan, WanSettings;"
-              "from netem.latency_map import latency_map_from_dict as f;"
+              "from gesscale.latency_map import latency_map_from_dict as f;"
               "m = f({'nodes': ['fog1', 'fog2', 'fog3'], 'default_rtt_ms': 10}, 't');"
               f"w = TestbedWan.start(WanSettings(m, 'fog3'), {HOSTS!r}, os.getpid(), Path({str(tmp_path)!r}));"
               "print(w.plan.chain, w.plan.tag, w.plan.queue, flush=True); time.sleep(600)")

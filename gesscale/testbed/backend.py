@@ -31,13 +31,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gesscale.backends.base import Backend
+from gesscale.backend import Backend
 from gesscale.errors import UserError
 from gesscale.k8s.hook_client import HookError
+from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement
 from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
-from netem.latency_map import LatencyMap
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("live", "restart")

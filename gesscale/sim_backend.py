@@ -26,11 +26,11 @@ import networkx as nx
 import numpy as np
 
 from gesscale import placement
-from gesscale.backends.base import Backend
+from gesscale.backend import Backend
+from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.scenario import Scenario
 from gesscale.workloads import rate_profile
-from netem.latency_map import LatencyMap
 
 CPU_NOISE = 0.02
 

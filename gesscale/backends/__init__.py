@@ -1,1 +1,0 @@
-"""Backends the controller drives: simulator, local testbed, Kubernetes."""

@@ -77,6 +77,27 @@ def is_running(pid: int, argv: list[str]) -> bool:
     return read_cmdline(pid) == argv
 
 
+def has_exited(pid: int) -> bool:
+    """True when every thread of process `pid` has finished (so its sockets are closed), reaped or not.
+
+    An empty `/proc/PID/cmdline` is not enough: it reads empty as soon as the main thread has released its
+    memory, while the process's other threads, and with them its file descriptors (a listening socket), may
+    live on for a while on a loaded machine. A process has exited when its PID is gone, or when it is a
+    zombie whose thread list holds only the main thread.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    if state not in ("Z", "X"):
+        return False
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except OSError:
+        return True
+
+
 @dataclass
 class ManagedProcess:
     """A background server we spawned: its PID, exact argv (to recognise it later) and log file."""
@@ -93,22 +114,31 @@ class ManagedProcess:
         return is_running(self.pid, self.argv)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout_s`; idempotent, and never signals a process we did not start."""
+        """SIGTERM, then SIGKILL after `timeout_s`; idempotent, and never signals a process we did not start.
+
+        Returns once every thread of the process has ended, so its ports no longer answer.
+        """
         if not self.alive():
             self._reap()
             return
         self._signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not self.alive():
+            if self._exited():
                 self._reap()
                 return
             time.sleep(0.05)
-        self._signal(signal.SIGKILL)
+        if read_cmdline(self.pid) in (None, self.argv):  # ours, or ours while exiting: never a recycled PID
+            self._signal(signal.SIGKILL)
         deadline = time.monotonic() + 5.0
-        while self.alive() and time.monotonic() < deadline:
+        while not self._exited() and time.monotonic() < deadline:
             time.sleep(0.05)
         self._reap()
+
+    def _exited(self) -> bool:
+        if self._popen is not None:
+            return self._popen.poll() is not None  # waitpid succeeds only once every thread has ended
+        return has_exited(self.pid)
 
     def kill(self) -> None:
         """SIGKILL at once (used to simulate a crash)."""
@@ -125,6 +155,10 @@ class ManagedProcess:
         if self._popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._popen.wait(timeout=1)
+        elif has_exited(self.pid):
+            # Started by this process but known only by PID (`broker up` then a failure): collect the zombie.
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(self.pid, os.WNOHANG)
 
     def log_tail(self, lines: int = 5) -> str:
         """The last lines of the process's log, for error messages."""

@@ -66,3 +66,49 @@ def test_mosquitto_unreachable_data_dir_is_a_user_error(tmp_path: Path) -> None:
     private.mkdir(mode=0o700)
     with pytest.raises(UserError, match="cannot enter"):
         start_mosquitto(free_port(*MQTT_PORTS), private / "mqtt")
+
+
+# A server whose main thread ends first on SIGTERM (its memory released: /proc/PID/cmdline reads empty) while
+# another thread keeps the listening socket open for LINGER_S more: what a multi-threaded broker does on a
+# loaded machine, made slow enough to see.
+LINGERING_SERVER = """
+import ctypes, os, signal, socket, sys, threading, time
+sock = socket.socket()
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", int(sys.argv[1])))
+sock.listen()
+stopping = threading.Event()
+def linger():
+    stopping.wait()
+    time.sleep(float(sys.argv[2]))
+    os._exit(0)
+threading.Thread(target=linger).start()
+def on_term(*_):
+    stopping.set()
+    ctypes.CDLL(None).pthread_exit(None)
+signal.signal(signal.SIGTERM, on_term)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_stop_by_pid_waits_for_every_thread(tmp_path: Path) -> None:
+    """`broker down` knows a broker by PID and argv only: it must wait until the port is closed, not until the
+    main thread is gone (the cause of a CI failure: the port answered right after a failed `broker up`)."""
+    import sys
+    import time
+
+    from gesscale.brokers.process import ManagedProcess, wait_until_listening
+
+    script = tmp_path / "server.py"
+    script.write_text(LINGERING_SERVER)
+    port = free_port(*KAFKA_PORTS)
+    started = spawn([sys.executable, str(script), str(port), "1.0"], tmp_path / "server.log")
+    wait_until_listening(started, port, "test server")
+    by_pid = ManagedProcess(pid=started.pid, argv=started.argv, log_path=started.log_path)
+    t0 = time.monotonic()
+    by_pid.stop()
+    took = time.monotonic() - t0
+    assert not port_answers(port), f"stop() returned after {took:.2f} s with the port still open"
+    assert not by_pid.alive()
+    started.stop()  # reaps the child of this test process; idempotent

@@ -96,11 +96,27 @@ class ProbeResult:
     upper_bound: float = math.nan  # where the search started (the target's upper bound)
     bounded: bool = True  # False when no tried rate failed: the MST is at least `mst`, how much more is unknown
 
+    @property
+    def machine_limited(self) -> bool:
+        """True when the injector fell short of a tried rate: the machine running the test, not the operator's
+        nodes, was then the bottleneck (a small machine hosting the broker, the driver and every node), so this
+        MST may be the machine's ceiling rather than the configuration's."""
+        return any(injector_fell_short(s["rate"], s["injected"]) for s in self.steps if "injected" in s)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         d = asdict(self)
         d["nodes"] = list(self.nodes)
+        d["machine_limited"] = self.machine_limited
         return d
+
+
+INJECTOR_REACH = 0.97  # an injector delivering less than this share of the set rate was starved of CPU
+
+
+def injector_fell_short(rate: float, injected: float) -> bool:
+    """True when the records that arrived per second were clearly fewer than the rate set."""
+    return injected < INJECTOR_REACH * rate
 
 
 def backlog_growth(backlog: Sequence[float]) -> float:

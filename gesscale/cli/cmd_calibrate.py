@@ -200,6 +200,12 @@ def _report(console: Console, title: str, cal: Any) -> None:
                       f"predicted {h['predicted']:.1f} ({h['error']:+.1%})")
     else:
         console.print("held-out check: needs at least 4 measured configurations")
+    limited = [r for r in cal.results if r.machine_limited]
+    if limited:
+        which = ", ".join(f"n={r.n}" for r in limited)
+        console.print(f"note: at {which} the injector fell short of a tried rate: this machine (which also runs the "
+                      "broker, the driver and the injector) was the bottleneck, so that MST may be the machine's "
+                      "ceiling rather than the configuration's (\"machine_limited\" in the file)")
 
 
 def _check_out(out: Path) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.observation import Placement
-from gesscale.probe import ProbeParams, Window
+from gesscale.probe import ProbeParams, Window, injector_fell_short
 from gesscale.testbed.backend import LocalBackend
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ class LocalProbeTarget:
         if ends:
             self._wait_batch_after(ends[-1][0], self.settle_timeout_s)  # still injecting at `rate`
         window = window_from_samples(self._batches(), t0, ends, end0)
-        if len(window.injected) > 2 and sum(window.injected) < 0.97 * rate * len(window.injected):
+        if len(window.injected) > 2 and injector_fell_short(rate, sum(window.injected) / len(window.injected)):
             self.say(f"    (the injector reached {sum(window.injected) / len(window.injected):.0f} of {rate:.0f}/s: "
                      "the machine is too busy for this rate)")
         return window

@@ -125,3 +125,18 @@ def test_a_search_that_never_failed_reports_a_lower_bound() -> None:
     assert all(s["ok"] for s in low.steps) and len(low.steps) == 6  # it kept climbing instead of stopping
     assert not low.bounded and 75.0 < low.mst < 80.0
     assert measure_mst(SimProbeTarget(truth, SC.latency_map), ("pi01", "pi02"), 1.0).bounded
+
+
+def test_a_measurement_where_the_injector_fell_short_is_marked_machine_limited() -> None:
+    """The live target records what actually arrived per second; a step that got clearly less than the rate set
+    means the machine, not the operator, was the bottleneck, and the file says so."""
+    from gesscale.probe import ProbeResult
+
+    def result(injected: float) -> ProbeResult:
+        steps = [{"rate": 800.0, "processed": 795.0, "growth": 0.0, "ok": 1.0, "injected": 799.0},
+                 {"rate": 959.0, "processed": 900.0, "growth": 444.0, "ok": 0.0, "injected": injected}]  # fmt: skip
+        return ProbeResult(("fog5",), 1, 0.0, 800.0, 0.05, steps)
+
+    assert result(930.0).machine_limited and result(930.0).to_dict()["machine_limited"] is True
+    assert not result(940.0).machine_limited  # within 3% of the rate: the injector kept up
+    assert not ProbeResult(("fog5",), 1, 0.0, 800.0, 0.05, [{"rate": 900.0, "ok": 1.0}]).machine_limited  # sim

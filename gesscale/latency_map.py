@@ -45,6 +45,7 @@ from typing import Any
 import networkx as nx
 
 from gesscale.errors import UserError
+from gesscale.placement import largest_rtt
 from gesscale.yamlfile import read_yaml
 
 # Speed of light in optical fibre: c / n with n ≈ 1.47 → ≈ 204 km per ms; 200 km/ms is the usual rule of thumb.
@@ -258,12 +259,7 @@ class LatencyMap:
 
     def nd_max(self, names: Iterable[str]) -> float:
         """ND_max of a set of nodes: the largest RTT among its pairs (0 for fewer than two nodes)."""
-        chosen = list(names)
-        worst = 0.0
-        for i, a in enumerate(chosen):
-            for b in chosen[i + 1 :]:
-                worst = max(worst, self.rtt(a, b))
-        return worst
+        return largest_rtt(names, self.rtt)
 
     def graph(self) -> nx.Graph:
         """The complete weighted graph of the map: node attributes region/lat/lon, edge weight = RTT ms in force."""

@@ -14,7 +14,7 @@ Nodes that are down or cordoned (not in `candidates`) are never chosen. Pure fun
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import networkx as nx
 
@@ -30,14 +30,22 @@ def _w(graph: nx.Graph, a: str, b: str) -> float:
         raise UserError(f"no latency known between {a} and {b}") from None
 
 
-def nd_max(graph: nx.Graph, nodes: Iterable[str]) -> float:
-    """Largest RTT among the given nodes (0 for fewer than two)."""
+def largest_rtt(nodes: Iterable[str], rtt: Callable[[str, str], float]) -> float:
+    """ND_max, defined once: the largest `rtt(a, b)` among the pairs of `nodes` (0 for fewer than two).
+
+    `nd_max` applies it to a graph's edge weights, `LatencyMap.nd_max` to a map's RTTs in force.
+    """
     chosen = list(nodes)
     worst = 0.0
     for i, a in enumerate(chosen):
         for b in chosen[i + 1 :]:
-            worst = max(worst, _w(graph, a, b))
+            worst = max(worst, rtt(a, b))
     return worst
+
+
+def nd_max(graph: nx.Graph, nodes: Iterable[str]) -> float:
+    """Largest RTT among the given nodes (0 for fewer than two), from the graph's edge weights."""
+    return largest_rtt(nodes, lambda a, b: _w(graph, a, b))
 
 
 def choose_node_to_add(graph: nx.Graph, current: Sequence[str], candidates: Iterable[str]) -> str | None:

@@ -11,6 +11,10 @@ from abc import ABC, abstractmethod
 
 from gesscale.observation import NodeState, Observation, Placement
 
+# How a live backend reconfigures (`apply`): `live` adds and removes executors while the job runs; `restart`
+# stops the job, changes its nodes and starts it again from its checkpoint. Both live backends accept these.
+STRATEGIES = ("live", "restart")
+
 
 class Backend(ABC):
     """Where the operator runs: list nodes, observe a period, apply a placement."""

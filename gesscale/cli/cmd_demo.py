@@ -131,9 +131,9 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.live import Live
 
+        from gesscale.backend import STRATEGIES
         from gesscale.errors import UserError
         from gesscale.policies.base import make_policy, parse_policy_list
-        from gesscale.testbed.backend import STRATEGIES
         from gesscale.testbed.demo import run_demo
         from gesscale.testbed.live import LiveView
 

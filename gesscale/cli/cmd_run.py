@@ -80,10 +80,11 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.live import Live
 
+        from gesscale.backend import STRATEGIES
         from gesscale.config import ControllerConfig
         from gesscale.latency_map import load_latency_map
         from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
-        from gesscale.testbed.backend import STRATEGIES, LocalBackend
+        from gesscale.testbed.backend import LocalBackend
         from gesscale.testbed.controller import LiveController, parse_duration
         from gesscale.testbed.job import JobSettings
         from gesscale.testbed.live import ControllerMetrics, LiveView

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gesscale.backend import Backend
+from gesscale.backend import STRATEGIES, Backend
 from gesscale.errors import UserError
 from gesscale.k8s.api import KubeApi, KubeApiError
 from gesscale.k8s.hook_client import DriverHook, HookError
@@ -42,8 +42,6 @@ from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement
 
 log = logging.getLogger(__name__)
-
-STRATEGIES = ("live", "restart")
 
 
 class ReconfigurationError(UserError):

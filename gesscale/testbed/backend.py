@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gesscale.backend import Backend
+from gesscale.backend import STRATEGIES, Backend
 from gesscale.errors import UserError
 from gesscale.k8s.hook_client import HookError
 from gesscale.latency_map import LatencyMap
@@ -40,7 +40,6 @@ from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
 
 log = logging.getLogger(__name__)
-STRATEGIES = ("live", "restart")
 
 
 @dataclass(frozen=True)
@@ -317,14 +316,6 @@ class LocalBackend(Backend):
         self.fleet.state.extra["job"] = self.job.settings.to_dict()
         self.fleet.save()
         self.job.wait_ready(len(want), timeout_s=self.settle_timeout_s + 60)
-
-    def _wait(self, done: Any) -> bool:
-        deadline = time.time() + self.settle_timeout_s
-        while time.time() < deadline:
-            if done():
-                return True
-            time.sleep(0.25)
-        return done()
 
     def _measure_pause(self, t_start: float, t_end: float) -> float:
         """Wait until the new configuration has completed a micro-batch, then the longest gap around the change.

@@ -37,7 +37,7 @@ WARM_RUNS = 40  # warm-ups in all while the new executor has started no task yet
 WARM_RETRY_S = 0.1
 
 
-class HookError(ValueError):
+class BadHookRequest(ValueError):
     """A request the hook cannot serve as asked (unknown host, bad value); becomes HTTP 400/409."""
 
 
@@ -72,7 +72,7 @@ class ScalingHook:
     def set_target(self, target: int, wait_s: float = 0.0) -> dict[str, Any]:
         """Set the executor target; wait up to `wait_s` until that many executors are active."""
         if target < 0:
-            raise HookError("target must be >= 0")
+            raise BadHookRequest("target must be >= 0")
         self.control.set_target(target)
         reached, current = self._wait(lambda ex: len(ex) == target, wait_s)
         return {"target": target, "reached": reached, "executors": current}
@@ -162,11 +162,11 @@ class ScalingHook:
     def remove(self, host: str | None = None, ids: list[str] | None = None, wait_s: float = 30.0) -> dict[str, Any]:
         """Kill the executors on `host` (or with `ids`); wait up to `wait_s` until they are no longer active."""
         if (host is None) == (ids is None):
-            raise HookError("give exactly one of 'host' or 'ids'")
+            raise BadHookRequest("give exactly one of 'host' or 'ids'")
         before = self.control.executors()
         chosen = [e["id"] for e in before if (e["host"] == host if host is not None else e["id"] in (ids or []))]
         if not chosen:
-            raise HookError(f"no active executor on {host}" if host is not None else f"no active executor {ids}")
+            raise BadHookRequest(f"no active executor on {host}" if host is not None else f"no active executor {ids}")
         killed = self.control.kill(chosen)
         gone, current = self._wait(lambda ex: not any(e["id"] in killed for e in ex), wait_s)
         return {"target": self.control.target(), "removed": killed, "gone": gone, "executors": current}
@@ -176,7 +176,7 @@ class ScalingHook:
 
         A failure is reported (`ok` false, `error`), not raised: the warm-up only saves time."""
         if self._warmer is None:
-            raise HookError("this job has no warm-up")
+            raise BadHookRequest("this job has no warm-up")
         executors = self.control.executors()
         if on_submit is not None:
             on_submit()

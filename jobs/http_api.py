@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from jobs.executors import ScalingUnsupported
-from jobs.hook import HookError, ScalingHook
+from jobs.hook import BadHookRequest, ScalingHook
 from jobs.http_server import PooledHTTPServer
 
 TOKEN_ENV = "GESSCALE_JOB_TOKEN"
@@ -96,7 +96,7 @@ class DriverApi:
         try:
             args = json.loads(body or b"{}")
             if not isinstance(args, dict):
-                raise HookError("the body must be a JSON object")
+                raise BadHookRequest("the body must be a JSON object")
             if method == "GET" and path == "/executors":
                 return _json(200, self.hook.status())
             if method == "POST" and path == "/executors/target":
@@ -108,7 +108,7 @@ class DriverApi:
                 return _json(200, self.hook.warm())
             if method == "POST" and path == "/executors/remove":
                 return _json(200, self.hook.remove(args.get("host"), args.get("ids"), float(args.get("wait_s", 30))))
-        except (HookError, KeyError, ValueError, TypeError) as err:
+        except (BadHookRequest, KeyError, ValueError, TypeError) as err:
             return _json(400, {"error": f"bad request: {err}"})
         except ScalingUnsupported as err:
             return _json(409, {"error": str(err)})

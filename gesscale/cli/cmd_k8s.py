@@ -151,11 +151,11 @@ def run(
     from gesscale.k8s.api import KubeApi
     from gesscale.k8s.backend import K8sBackend, K8sBackendConfig, ObservationUnavailable, ReconfigurationError
     from gesscale.k8s.exporter import DecisionExporter
-    from gesscale.k8s.hook_client import HttpDriverHook
     from gesscale.k8s.nodes import latency_map_from_nodes, parse_node
     from gesscale.latency_map import load_latency_map
     from gesscale.mape import ControlLoop
     from gesscale.policies.base import make_policy
+    from jobs.hook_client import HttpDriverHook
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     console = Console(soft_wrap=True)  # one line per period, never wrapped

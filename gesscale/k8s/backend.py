@@ -28,7 +28,6 @@ from typing import Any
 from gesscale.backend import STRATEGIES, Backend
 from gesscale.errors import UserError
 from gesscale.k8s.api import KubeApi, KubeApiError
-from gesscale.k8s.hook_client import DriverHook, HookError
 from gesscale.k8s.names import (
     EXECUTORS_ANNOTATION,
     POOL_LABEL,
@@ -40,6 +39,7 @@ from gesscale.k8s.names import (
 from gesscale.k8s.nodes import parse_node
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement
+from jobs.hook_client import DriverHook, HookError
 
 log = logging.getLogger(__name__)
 

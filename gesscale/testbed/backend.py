@@ -33,11 +33,11 @@ from typing import Any
 
 from gesscale.backend import STRATEGIES, Backend
 from gesscale.errors import UserError
-from gesscale.k8s.hook_client import HookError
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement
 from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
+from jobs.hook_client import HookError
 
 log = logging.getLogger(__name__)
 

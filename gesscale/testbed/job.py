@@ -22,9 +22,9 @@ from typing import Any
 
 from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
-from gesscale.k8s.hook_client import HttpDriverHook
 from jobs import spark_security
 from jobs.cds import BASE_OPTIONS
+from jobs.hook_client import HttpDriverHook
 from jobs.spark_security import bind_env
 
 DRIVER_HOST = "127.0.0.1"  # driver RPC, block manager, UI and the hook: loopback only

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jobs.executors import ScalingUnsupported
-from jobs.hook import WARM_RUNS, HookError, ScalingHook
+from jobs.hook import WARM_RUNS, BadHookRequest, ScalingHook
 from jobs.http_api import DriverApi, serve
 from jobs.metrics import prometheus_text
 
@@ -142,7 +142,7 @@ def test_add_reports_when_the_executor_lands_elsewhere() -> None:
     result = hook.add(host="b", wait_s=3)
     assert result["on_requested_host"] is False
     assert [e["host"] for e in result["added"]] == ["a"]
-    with pytest.raises(HookError):
+    with pytest.raises(BadHookRequest):
         hook.remove()
 
 

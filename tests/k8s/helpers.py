@@ -8,11 +8,11 @@ from typing import Any, ClassVar
 
 from gesscale.k8s.api import KubeApi
 from gesscale.k8s.backend import K8sBackend, K8sBackendConfig
-from gesscale.k8s.hook_client import HttpDriverHook
 from gesscale.k8s.retry import RetryPolicy
 from gesscale.latency_map import latency_map_from_dict
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext
+from jobs.hook_client import HttpDriverHook
 from tests.fixtures.k8s import APP, DEPLOYMENTS, NAMESPACE, NODES, TOKEN, FakeApiServer, FakeSparkDriver, node
 
 POOL = "gesscale.io/pool"

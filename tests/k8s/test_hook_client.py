@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gesscale.errors import UserError
-from gesscale.k8s.hook_client import HookError, HttpDriverHook
+from jobs.hook_client import HookError, HttpDriverHook
 from tests.fixtures.k8s import NODES, TOKEN, free_port, node
 from tests.k8s.helpers import build_cluster
 

@@ -1,5 +1,9 @@
 """Client of the Spark driver's HTTP API (jobs/http_api.py, docs/job.md): observation and scaling hook.
 
+It lives beside the server it talks to, so both live backends (local testbed, Kubernetes) import it from the job
+package and neither environment imports the other. `HookError` is this client's error (the API refused or did not
+answer); the server's own refusal of a malformed request is `jobs.hook.BadHookRequest`.
+
 Routes used: `GET /observation` (latest micro-batch observation, 404 before the first batch), `GET /executors`,
 `POST /executors/target {"target": N, "wait_s": s}`, `POST /executors/remove {"ids": [...], "wait_s": s}`;
 hook routes need `Authorization: Bearer <token>`. Setting the target is idempotent and retried on transport
@@ -28,7 +32,7 @@ class HookError(UserError):
 
 
 class DriverHook(Protocol):
-    """What the Kubernetes backend needs from the running job."""
+    """What a live backend (local testbed, Kubernetes) needs from the running job."""
 
     def observation(self) -> dict[str, Any] | None:
         """The latest observation, or None before the first micro-batch."""

@@ -23,8 +23,8 @@ BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
-class NodeInfo:
-    """What the controller needs of a node: readiness, cordon and taints, labels and annotations."""
+class KubeNode:
+    """A Kubernetes node as the controller needs it: readiness, cordon and taints, labels and annotations."""
 
     name: str
     ready: bool
@@ -39,8 +39,8 @@ class NodeInfo:
         return NodeState(self.name, ready=self.ready, cordoned=self.unschedulable or bool(self.blocking_taints))
 
 
-def parse_node(obj: dict[str, Any]) -> NodeInfo:
-    """A node's raw JSON object into a `NodeInfo`."""
+def parse_node(obj: dict[str, Any]) -> KubeNode:
+    """A node's raw JSON object into a `KubeNode`."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     conditions = (obj.get("status") or {}).get("conditions") or []
@@ -50,7 +50,7 @@ def parse_node(obj: dict[str, Any]) -> NodeInfo:
         for t in spec.get("taints") or []
         if t.get("effect") in BLOCKING_TAINT_EFFECTS
     )
-    return NodeInfo(
+    return KubeNode(
         name=str(meta.get("name")),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable", False)),
@@ -60,7 +60,7 @@ def parse_node(obj: dict[str, Any]) -> NodeInfo:
     )
 
 
-def latency_map_from_nodes(nodes: Iterable[NodeInfo], default_rtt_ms: float | None = None) -> LatencyMap | None:
+def latency_map_from_nodes(nodes: Iterable[KubeNode], default_rtt_ms: float | None = None) -> LatencyMap | None:
     """The latency map the nodes carry in their annotations, or None when no node has `gesscale.io/rtt-ms`.
 
     The map holds the annotated nodes and the peers they name; other nodes (e.g. the k3s server, which runs no

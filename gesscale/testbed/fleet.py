@@ -60,8 +60,8 @@ def node_host(name: str, index: int) -> str:
 
 
 @dataclass
-class NodeInfo:
-    """A fog node: where its worker listens and its CPU budget (cores)."""
+class FogNode:
+    """A fog node of the local testbed: where its Spark worker listens and its CPU budget (cores)."""
 
     name: str
     host: str
@@ -78,7 +78,7 @@ class FleetState:
     t0: float
     master_url: str
     master_pid: int | None
-    nodes: dict[str, NodeInfo]
+    nodes: dict[str, FogNode]
     workers: dict[str, int] = field(default_factory=dict)  # node -> worker pid
     extra: dict[str, Any] = field(default_factory=dict)  # the job's settings (gesscale.testbed.job)
 
@@ -92,7 +92,7 @@ class FleetState:
     def from_dict(cls, d: dict[str, Any]) -> FleetState:
         """Inverse of `to_dict`."""
         return cls(d["owner_pid"], d["t0"], d["master_url"], d.get("master_pid"),
-                   {k: NodeInfo(**v) for k, v in d["nodes"].items()}, dict(d.get("workers") or {}),
+                   {k: FogNode(**v) for k, v in d["nodes"].items()}, dict(d.get("workers") or {}),
                    dict(d.get("extra") or {}))
 
 
@@ -172,7 +172,7 @@ class Fleet:
         nodes = {}
         for i, name in enumerate(node_names):
             host = node_host(name, i)
-            nodes[name] = NodeInfo(name, host, ports.worker_base + i, ports.worker_ui_base + i, cores)
+            nodes[name] = FogNode(name, host, ports.worker_base + i, ports.worker_ui_base + i, cores)
             for port in (ports.worker_base + i, ports.worker_ui_base + i):
                 if not port_is_free(port, host):
                     raise UserError(f"port {host}:{port} for node {name} is taken (another testbed running?)")

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
 from netem.hosts import Host
-from netem.probe import ProbeResult
+from netem.probe import NetemSupport
 from netem.userspace.rules import PeerLink, UserspaceNodePlan, build_userspace_plan
 
 ENGINES = ("auto", "kernel", "userspace")
@@ -30,7 +30,7 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def pick_engine(requested: str, hosts: Sequence[Host], probes: Sequence[ProbeResult] | None) -> tuple[str, str]:
+def pick_engine(requested: str, hosts: Sequence[Host], probes: Sequence[NetemSupport] | None) -> tuple[str, str]:
     """The engine to use and why (one line). `probes` may be None when `requested` is not `auto`."""
     check_engine(requested)
     local = [h.name for h in hosts if h.local]

@@ -12,7 +12,7 @@ PROBE_COMMAND = "unshare -n tc qdisc add dev lo root netem delay 1ms"
 
 
 @dataclass(frozen=True)
-class ProbeResult:
+class NetemSupport:
     """Whether netem works on `host`, and the kernel's words when it does not."""
 
     host: str
@@ -20,10 +20,10 @@ class ProbeResult:
     detail: str = ""
 
 
-def interpret_probe(host: str, exit_code: int, output: str) -> ProbeResult:
+def interpret_probe(host: str, exit_code: int, output: str) -> NetemSupport:
     """Turn the probe's exit status and output into a result with a one-line reason."""
     if exit_code == 0:
-        return ProbeResult(host, True)
+        return NetemSupport(host, True)
     text = " ".join(output.split())
     if "unknown" in text.lower() and "qdisc" in text.lower():
         reason = "kernel has no sch_netem (tc: qdisc kind unknown)"
@@ -31,10 +31,10 @@ def interpret_probe(host: str, exit_code: int, output: str) -> ProbeResult:
         reason = f"a probe tool is missing: {text}"
     else:
         reason = text or f"probe exited with status {exit_code}"
-    return ProbeResult(host, False, reason)
+    return NetemSupport(host, False, reason)
 
 
-def missing_netem_message(results: list[ProbeResult]) -> str:
+def missing_netem_message(results: list[NetemSupport]) -> str:
     """A user-facing sentence naming each host without netem and why, with the way forward."""
     bad = [r for r in results if not r.netem]
     listing = "; ".join(f"{r.host}: {r.detail}" for r in bad)

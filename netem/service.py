@@ -15,7 +15,7 @@ from gesscale.latency_map import LatencyMap
 from netem.hosts import Host
 from netem.measure import PingStats, Verdict, judge, parse_class_packets, parse_ping, parse_route_device, ping_command
 from netem.plan import NodePlan, build_plan
-from netem.probe import PROBE_COMMAND, ProbeResult, interpret_probe, missing_netem_message
+from netem.probe import PROBE_COMMAND, NetemSupport, interpret_probe, missing_netem_message
 from netem.remote import Remote, on_each
 
 
@@ -70,10 +70,10 @@ class NetemService:
             self._plans = build_plan(self.lmap, addresses, devices, self.mode)
         return self._plans
 
-    def probe(self) -> list[ProbeResult]:
+    def probe(self) -> list[NetemSupport]:
         """Ask every host whether its kernel has netem (changes nothing on the host)."""
 
-        def one(host: Host) -> ProbeResult:
+        def one(host: Host) -> NetemSupport:
             res = self.remote.run(host, PROBE_COMMAND + " 2>&1", root=True)
             return interpret_probe(host.name, res.exit_code, res.stdout + res.stderr)
 

@@ -19,8 +19,8 @@ from gesscale.brokers.topics import admin_client
 
 
 @dataclass(frozen=True)
-class ProbeResult:
-    """Outcome of one probe: `ok`, and what was expected versus observed."""
+class ConformanceResult:
+    """Outcome of one conformance probe of a broker: `ok`, and what was expected versus observed."""
 
     name: str
     ok: bool
@@ -80,7 +80,7 @@ def _read_range(consumer, tp, start: int, count: int, timeout_s: float = 15.0) -
     return got
 
 
-def probe_create_topic(bootstrap: str) -> ProbeResult:
+def probe_create_topic(bootstrap: str) -> ConformanceResult:
     """A topic created with 5 partitions reports exactly partitions 0..4 in metadata."""
     with _scratch_topic(bootstrap, "create", partitions=5) as topic:
         consumer = _consumer(bootstrap)
@@ -88,10 +88,10 @@ def probe_create_topic(bootstrap: str) -> ProbeResult:
             parts = sorted(consumer.partitions_for_topic(topic) or [])
         finally:
             consumer.close()
-    return ProbeResult("create topic with partitions", parts == [0, 1, 2, 3, 4], f"expected [0..4], got {parts}")
+    return ConformanceResult("create topic with partitions", parts == [0, 1, 2, 3, 4], f"expected [0..4], got {parts}")
 
 
-def probe_produce_consume(bootstrap: str) -> ProbeResult:
+def probe_produce_consume(bootstrap: str) -> ConformanceResult:
     """Every record written to each partition is read back once, in order, with key and value intact."""
     from kafka import TopicPartition
 
@@ -108,12 +108,12 @@ def probe_produce_consume(bootstrap: str) -> ProbeResult:
                     problems.append(f"partition {p}: {len(got)} records, first {values[:2]}")
         finally:
             consumer.close()
-    return ProbeResult(
+    return ConformanceResult(
         "produce and consume", not problems, "; ".join(problems) or f"{PARTITIONS}x{PER_PARTITION} records back"
     )
 
 
-def probe_end_offsets(bootstrap: str) -> ProbeResult:
+def probe_end_offsets(bootstrap: str) -> ConformanceResult:
     """Beginning offsets are 0 and end offsets equal the number of records per partition (lag depends on it)."""
     from kafka import TopicPartition
 
@@ -128,10 +128,10 @@ def probe_end_offsets(bootstrap: str) -> ProbeResult:
             consumer.close()
     want_end = {p: PER_PARTITION for p in range(PARTITIONS)}
     ok = ends == want_end and begins == {p: 0 for p in range(PARTITIONS)}
-    return ProbeResult("end offsets", ok, f"expected end {want_end} begin 0, got end {ends} begin {begins}")
+    return ConformanceResult("end offsets", ok, f"expected end {want_end} begin 0, got end {ends} begin {begins}")
 
 
-def probe_seek_range(bootstrap: str) -> ProbeResult:
+def probe_seek_range(bootstrap: str) -> ConformanceResult:
     """assign + seek(37) then 25 records returns exactly offsets 37..61 of that partition."""
     from kafka import TopicPartition
 
@@ -145,10 +145,11 @@ def probe_seek_range(bootstrap: str) -> ProbeResult:
     offsets = [m.offset for m in got[:25]]
     values = [m.value.decode() for m in got[:25]]
     ok = offsets == list(range(37, 62)) and values == [f"1:{i}" for i in range(37, 62)]
-    return ProbeResult("assign + seek exact range", ok, f"expected offsets 37..61, got {offsets[:3]}..{offsets[-1:]}")
+    return ConformanceResult("assign + seek exact range", ok,
+                             f"expected offsets 37..61, got {offsets[:3]}..{offsets[-1:]}")
 
 
-def probe_group_commit(bootstrap: str) -> ProbeResult:
+def probe_group_commit(bootstrap: str) -> ConformanceResult:
     """A group member (subscribe, join) commits offsets; a new client and the admin API read them back."""
     from kafka import OffsetAndMetadata, TopicPartition
 
@@ -176,14 +177,14 @@ def probe_group_commit(bootstrap: str) -> ProbeResult:
         from_admin = {tp.partition: om.offset for tp, om in listed.items() if tp.topic == topic}
     want = {p: 10 + p for p in range(PARTITIONS)}
     ok = assigned == list(range(PARTITIONS)) and seen == want and from_admin == want
-    return ProbeResult(
+    return ConformanceResult(
         "group commit and committed offsets",
         ok,
         f"expected {want}, got assignment {assigned}, committed {seen}, admin {from_admin}",
     )
 
 
-def probe_offsets_for_times(bootstrap: str) -> ProbeResult:
+def probe_offsets_for_times(bootstrap: str) -> ConformanceResult:
     """offsets_for_times(t) returns the first offset whose timestamp is at or after t."""
     from kafka import TopicPartition
 
@@ -198,10 +199,10 @@ def probe_offsets_for_times(bootstrap: str) -> ProbeResult:
         finally:
             consumer.close()
     got = None if found is None else found.offset
-    return ProbeResult("offsets for times", got == 42, f"expected offset 42, got {got}")
+    return ConformanceResult("offsets for times", got == 42, f"expected offset 42, got {got}")
 
 
-PROBES: tuple[Callable[[str], ProbeResult], ...] = (
+PROBES: tuple[Callable[[str], ConformanceResult], ...] = (
     probe_create_topic,
     probe_produce_consume,
     probe_end_offsets,
@@ -214,7 +215,7 @@ PROBES: tuple[Callable[[str], ProbeResult], ...] = (
 KILL_PROBE = "acknowledged records survive kill -9"
 
 
-def probe_acked_survive_kill(bootstrap: str, crash: Callable[[], None], records: int = 3000) -> ProbeResult:
+def probe_acked_survive_kill(bootstrap: str, crash: Callable[[], None], records: int = 3000) -> ConformanceResult:
     """Records acknowledged with acks=all just before the broker is killed with SIGKILL (and restarted by
     `crash`) are all still there afterwards: the broker acknowledges only what survives a process kill.
 
@@ -238,16 +239,16 @@ def probe_acked_survive_kill(bootstrap: str, crash: Callable[[], None], records:
             producer.close(timeout=1)
         held = {value for _, _, value in read_values(bootstrap, topic)}
     lost = len(acked - held)
-    return ProbeResult(KILL_PROBE, lost == 0 and len(acked) == records,
+    return ConformanceResult(KILL_PROBE, lost == 0 and len(acked) == records,
                        f"{len(acked)} of {records} acknowledged, {lost} of them missing after kill -9 and restart")
 
 
-def run_probes(bootstrap: str) -> list[ProbeResult]:
+def run_probes(bootstrap: str) -> list[ConformanceResult]:
     """Run every probe; a probe that raises counts as failed with the exception as its detail."""
     results = []
     for probe in PROBES:
         try:
             results.append(probe(bootstrap))
         except Exception as err:  # noqa: BLE001 - a broker's failure is a finding, reported not raised
-            results.append(ProbeResult(probe.__name__.removeprefix("probe_").replace("_", " "), False, repr(err)))
+            results.append(ConformanceResult(probe.__name__.removeprefix("probe_").replace("_", " "), False, repr(err)))
     return results

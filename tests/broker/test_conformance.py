@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from gesscale.brokers import DEFAULT_KAFKA_IMPL, start_kafka
-from gesscale.brokers.conformance import PROBES, ProbeResult
+from gesscale.brokers.conformance import PROBES, ConformanceResult
 from gesscale.brokers.process import free_port
 from gesscale.brokers.topics import end_offsets, ensure_topic, read_values
 from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=lambda p: p.__name__.removeprefix("probe_"))
-def test_probe(kafka_bootstrap: str, probe: Callable[[str], ProbeResult]) -> None:
+def test_probe(kafka_bootstrap: str, probe: Callable[[str], ConformanceResult]) -> None:
     result = probe(kafka_bootstrap)
     assert result.ok, f"{result.name}: {result.detail}"
 

@@ -13,7 +13,7 @@ from gesscale.latency_map import latency_map_from_dict
 from netem.engines import pick_engine, userspace_plans
 from netem.hosts import Host
 from netem.plan import build_plan
-from netem.probe import ProbeResult
+from netem.probe import NetemSupport
 from netem.userspace.health import judge_health
 from netem.userspace.launch import daemon_argv
 from netem.userspace.model import ReleaseModel
@@ -134,8 +134,8 @@ def test_health_names_what_is_wrong():
 def test_engine_choice():
     remote = list(HOSTS.values())
     local = [Host("x", None, "127.0.0.51", connection="local")]
-    assert pick_engine("auto", remote, [ProbeResult("a", True), ProbeResult("b", True)])[0] == "kernel"
-    assert pick_engine("auto", remote, [ProbeResult("a", True), ProbeResult("b", False, "no")]) == (
+    assert pick_engine("auto", remote, [NetemSupport("a", True), NetemSupport("b", True)])[0] == "kernel"
+    assert pick_engine("auto", remote, [NetemSupport("a", True), NetemSupport("b", False, "no")]) == (
         "userspace", "no netem on b")
     assert pick_engine("auto", local, None)[0] == "userspace"
     with pytest.raises(UserError, match="share"):

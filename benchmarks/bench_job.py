@@ -210,7 +210,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from gesscale.brokers import start_kafka
-    from gesscale.brokers.process import free_port
+    from gesscale.process import free_port
     from jobs.job import JobConfig, JobState, start_query
     from jobs.kafka_io import ensure_topic
     from jobs.kafka_source import KafkaSource

@@ -30,8 +30,8 @@ import uuid
 from pathlib import Path
 
 from gesscale.brokers import start_kafka
-from gesscale.brokers.process import free_port
 from gesscale.brokers.topics import ensure_topic
+from gesscale.process import free_port
 from producer.run import ProduceOptions, produce
 from producer.sinks import client_settings
 from producer.synthetic import synthetic_encoded

@@ -2,7 +2,8 @@
 
 pyspark from PyPI has `bin/spark-class` but no `sbin/start-*.sh`, so daemons are launched directly as
 `spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`, each in its own process group so it
-can be stopped with everything it started (executors, Python workers).
+can be stopped with everything it started (executors, Python workers); `gesscale.process` starts, waits for and
+stops them.
 
 Each daemon and its web UI bind to the daemon's own address only (`--host` and `SPARK_LOCAL_IP`; Spark's UIs would
 otherwise listen on every interface). With `secured_conf` (`jobs/spark_security.py`) the daemon requires the
@@ -12,15 +13,12 @@ run's secret of every RPC client and runs without kill links or REST submission 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from gesscale.errors import UserError
+from gesscale.process import ManagedProcess, port_answers, port_is_free, spawn
 from jobs.cds import BASE_OPTIONS
 from jobs.cds import java_options as cds_options
 from jobs.spark_security import bind_env, daemon_args
@@ -33,50 +31,25 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _wait_port(host: str, port: int, proc: subprocess.Popen, log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise UserError(f"Spark daemon exited at start-up (code {proc.returncode}); see {log}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise UserError(f"Spark daemon did not listen on {host}:{port} within {timeout_s:.0f} s; see {log}")
-
-
 @dataclass
 class Daemon:
-    """A running master or worker process."""
+    """A running master or worker: where it listens and its process (signals reach its whole process group)."""
 
     name: str
     host: str
     port: int
-    process: subprocess.Popen
+    process: ManagedProcess
     log: Path
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """SIGTERM the daemon's process group, SIGKILL it if it lingers."""
-        if self.process.poll() is not None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout_s)
-        except ProcessLookupError:
-            pass
+        self.process.stop(timeout_s)
 
 
 def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Path, timeout_s: float,
             cgroup_procs: Path | None = None, secured_conf: Path | None = None) -> Daemon:
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as err:
-            raise UserError(f"cannot start Spark {name}: {host}:{port} is taken") from err
+    if not port_is_free(port, host):
+        raise UserError(f"cannot start Spark {name}: {host}:{port} is taken")
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}.log"
     env = dict(os.environ)
@@ -89,15 +62,15 @@ def _launch(name: str, cls: str, args: list[str], host: str, port: int, work: Pa
     argv = [str(spark_home() / "bin" / "spark-class"), cls, *args, *daemon_args(secured_conf)]
     if cgroup_procs is not None:  # join the cgroup before the JVM starts, so that all it opens belongs to it
         argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(cgroup_procs), *argv]
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(argv, stdout=fh,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    daemon = Daemon(name, host, port, proc, log)
+    daemon = Daemon(name, host, port, spawn(argv, log, env=env, group=True, truncate=True), log)
     try:
-        _wait_port(host, port, proc, log, timeout_s)
+        ready = daemon.process.wait_until(lambda: port_answers(port, host), f"Spark {name}", timeout_s, poll_s=0.2)
     except BaseException:
         daemon.stop()
         raise
+    if not ready:
+        daemon.stop()
+        raise UserError(f"Spark {name} did not listen on {host}:{port} within {timeout_s:.0f} s; see {log}")
     return daemon
 
 

@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
-from gesscale.brokers.process import ManagedProcess, check_port, spawn, wait_until_listening
 from gesscale.errors import UserError
+from gesscale.process import ManagedProcess, check_port, spawn, wait_until_listening
 
 KAFKA_IMPLS = ("noida-db", "tansu")
 DEFAULT_KAFKA_IMPL = "noida-db"

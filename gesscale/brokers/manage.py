@@ -12,8 +12,8 @@ from pathlib import Path
 from gesscale.brokers import state
 from gesscale.brokers.kafka import start_kafka
 from gesscale.brokers.mqtt import start_mosquitto
-from gesscale.brokers.process import ManagedProcess, port_answers, spawn, wait_until_listening
 from gesscale.errors import UserError
+from gesscale.process import ManagedProcess, port_answers, spawn, wait_until_listening
 
 
 @dataclass(frozen=True)

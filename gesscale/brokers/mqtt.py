@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from gesscale.brokers.process import ManagedProcess, check_port, spawn, wait_until_listening
 from gesscale.errors import UserError
+from gesscale.process import ManagedProcess, check_port, spawn, wait_until_listening
 
 HOST = "127.0.0.1"
 MOSQUITTO_USER = "mosquitto"

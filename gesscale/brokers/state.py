@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gesscale.brokers.process import is_running
+from gesscale.process import is_running
 
 STATE_FILE = "brokers.json"
 

@@ -13,7 +13,7 @@ from gesscale.errors import UserError
 
 def require_reachable(bootstrap: str, timeout_s: float = 2.0) -> None:
     """UserError at once when no address of `bootstrap` (host:port[,host:port...]) accepts a TCP connection."""
-    from gesscale.brokers.process import port_answers
+    from gesscale.process import port_answers
 
     for address in bootstrap.split(","):
         host, _, port = address.strip().rpartition(":")

@@ -100,8 +100,8 @@ def check(
 ) -> None:
     """Run the conformance probes (tests/broker) against any Kafka; exit 1 when one fails."""
     from gesscale.brokers.conformance import probe_acked_survive_kill, run_probes
-    from gesscale.brokers.process import port_answers
     from gesscale.errors import UserError
+    from gesscale.process import port_answers
 
     host, _, port = bootstrap.rpartition(":")
     if not port.isdigit() or not port_answers(int(port), host or "127.0.0.1", timeout_s=3):

@@ -112,7 +112,7 @@ class Testbed:
     @classmethod
     def attach(cls, run_dir: Path) -> Testbed:
         """Join a running testbed (see `Fleet.attach`)."""
-        from gesscale.brokers.process import ManagedProcess
+        from gesscale.process import ManagedProcess
 
         fleet = Fleet.attach(run_dir)
         raw = fleet.state.extra.get("job")

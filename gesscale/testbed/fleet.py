@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
+from gesscale.process import port_is_free, read_cmdline
 from gesscale.testbed.cgroups import CgroupTree, process_tree
 from jobs import spark_security
 

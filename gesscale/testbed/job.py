@@ -12,16 +12,13 @@ import contextlib
 import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gesscale.brokers.process import port_is_free, read_cmdline
 from gesscale.errors import UserError
+from gesscale.process import ManagedProcess, log_tail, port_is_free, spawn
 from jobs import spark_security
 from jobs.cds import BASE_OPTIONS
 from jobs.hook_client import HttpDriverHook
@@ -83,7 +80,7 @@ class TestbedJob:
         self.batches_path = self.run_dir / "batches.jsonl"
         self.checkpoint = self.run_dir / "checkpoint"
         self.log_path = self.run_dir / "job.log"
-        self._popen: subprocess.Popen | None = None
+        self._process: ManagedProcess | None = None
 
     @property
     def hook(self) -> HttpDriverHook:
@@ -103,15 +100,21 @@ class TestbedJob:
             *[arg for k, v in sorted(s.spark_conf.items()) for arg in ("--conf", f"{k}={v}")],
         ]
 
-    def alive(self) -> bool:
-        """True while the job process runs."""
+    @property
+    def process(self) -> ManagedProcess | None:
+        """The job's process: the one this object started, else the one its settings name (an attached controller,
+        which recognises it by its command line: `job` and this run's checkpoint)."""
         pid = self.settings.pid
         if pid is None:
-            return False
-        if self._popen is not None and self._popen.pid == pid:
-            return self._popen.poll() is None
-        argv = read_cmdline(pid) or []
-        return "job" in argv and str(self.checkpoint) in argv
+            return None
+        if self._process is not None and self._process.pid == pid:
+            return self._process
+        return ManagedProcess(pid, [], self.log_path, owns=lambda argv: "job" in argv and str(self.checkpoint) in argv)
+
+    def alive(self) -> bool:
+        """True while the job process runs."""
+        process = self.process
+        return process is not None and process.alive()
 
     def start(self, executors: int) -> int:
         """Launch the job with `executors` executors; returns its PID once the driver's API answers."""
@@ -122,50 +125,36 @@ class TestbedJob:
         env = {**os.environ, "GESSCALE_JOB_TOKEN": self.settings.token, "PYSPARK_PYTHON": sys.executable,
                # driver UI and RPC on 127.0.0.1 only; the fleet's secret from its 0600 conf (jobs/spark_security.py)
                **bind_env(DRIVER_HOST, spark_security.existing(self.run_dir))}
-        with self.log_path.open("ab") as log:
-            self._popen = subprocess.Popen(self.argv(executors), stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        self.settings.pid = self._popen.pid
-        return self._popen.pid
+        self._process = spawn(self.argv(executors), self.log_path, env=env)
+        self.settings.pid = self._process.pid
+        return self._process.pid
 
     def wait_ready(self, executors: int, timeout_s: float = 180.0) -> None:
         """Block until the driver's hook answers with `executors` executors; UserError on exit or timeout."""
-        deadline = time.monotonic() + timeout_s
         hook = self.hook
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise UserError(f"the job exited at start-up; see {self.log_path}: {self.log_tail()}")
+
+        def ready() -> bool:
             with contextlib.suppress(Exception):
-                if len(hook.executors()["executors"]) == executors:
-                    return
-            time.sleep(0.5)
-        raise UserError(f"the job did not get {executors} executors within {timeout_s:.0f} s; see {self.log_path}")
+                return len(hook.executors()["executors"]) == executors
+            return False
+
+        process = self.process
+        if process is None:
+            raise UserError(f"the job is not running; see {self.log_path}: {self.log_tail()}")
+        if not process.wait_until(ready, "the job", timeout_s, poll_s=0.5):
+            raise UserError(f"the job did not get {executors} executors within {timeout_s:.0f} s; see {self.log_path}")
 
     def stop(self, timeout_s: float = 90.0) -> None:
-        """Stop the job between micro-batches (SIGTERM), SIGKILL its process group if it lingers."""
-        pid = self.settings.pid
-        if pid is None or not self.alive():
-            self.settings.pid = None
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)  # the driver's JVM and anything it left
-        if self._popen is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._popen.wait(10)
+        """Stop the job between micro-batches (SIGTERM), SIGKILL its process group if it lingers (the driver's JVM
+        and anything it left)."""
+        process = self.process
+        if process is not None:
+            process.stop(timeout_s, sweep_group=True)
         self.settings.pid = None
 
     def log_tail(self, lines: int = 3) -> str:
         """Last lines of the job's log."""
-        try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return " | ".join(x.strip() for x in text[-lines:])
+        return log_tail(self.log_path, lines)
 
 
 def read_batches(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gesscale.brokers import start_kafka, start_mosquitto
-from gesscale.brokers.process import free_port, port_answers, spawn
 from gesscale.errors import UserError
+from gesscale.process import free_port, port_answers, spawn
 from tests.fixtures.kafka import KAFKA_PORTS, MQTT_PORTS, scratch_dir
 
 
@@ -98,7 +98,7 @@ def test_stop_by_pid_waits_for_every_thread(tmp_path: Path) -> None:
     import sys
     import time
 
-    from gesscale.brokers.process import ManagedProcess, wait_until_listening
+    from gesscale.process import ManagedProcess, wait_until_listening
 
     script = tmp_path / "server.py"
     script.write_text(LINGERING_SERVER)

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from gesscale.brokers.process import free_port, port_answers
 from gesscale.cli import main
+from gesscale.process import free_port, port_answers
 from tests.fixtures.kafka import KAFKA_PORTS, MQTT_PORTS, scratch_dir
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from gesscale.brokers import DEFAULT_KAFKA_IMPL, start_kafka
 from gesscale.brokers.conformance import PROBES, ConformanceResult
-from gesscale.brokers.process import free_port
 from gesscale.brokers.topics import end_offsets, ensure_topic, read_values
+from gesscale.process import free_port
 from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir
 
 

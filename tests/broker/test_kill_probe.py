@@ -11,8 +11,8 @@ import pytest
 
 from gesscale.brokers import KafkaBroker, start_kafka
 from gesscale.brokers.conformance import KILL_PROBE, probe_acked_survive_kill
-from gesscale.brokers.process import free_port
 from gesscale.cli import main
+from gesscale.process import free_port
 from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from gesscale.brokers import KafkaBroker
 from gesscale.brokers.mqtt import MqttBroker, start_mosquitto
-from gesscale.brokers.process import free_port
+from gesscale.process import free_port
 from tests.faults.support import fault, key_counts, synthetic_keys, tally
 
 RATE, SECONDS = 1500, 5

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gesscale.brokers.process import read_cmdline
+from gesscale.process import read_cmdline
 from gesscale.testbed.cgroups import process_tree
 from jobs.kafka_io import end_offsets
 from tests.faults.support import fault

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from gesscale.brokers import KafkaBroker, start_kafka
-from gesscale.brokers.process import free_port
 from gesscale.brokers.topics import ensure_topic, read_values
+from gesscale.process import free_port
 from producer.bridge import Bridge
 from producer.run import ProduceOptions, produce
 from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir

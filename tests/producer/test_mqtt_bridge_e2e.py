@@ -11,8 +11,8 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from gesscale.brokers import start_kafka
-from gesscale.brokers.process import free_port
 from gesscale.brokers.topics import ensure_topic, read_values
+from gesscale.process import free_port
 from producer.bridge import Bridge, kafka_key
 from producer.run import ProduceOptions, produce
 from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gesscale.brokers import start_kafka
-from gesscale.brokers.process import free_port
 from gesscale.brokers.topics import ensure_topic, read_values
 from gesscale.cli import main
+from gesscale.process import free_port
 from producer.run import ProduceOptions, produce
 from tests.fixtures.kafka import KAFKA_PORTS, scratch_dir
 

@@ -1,9 +1,12 @@
-"""Start, probe and stop one background server process (a broker) that we launched ourselves.
+"""One wrapper for every background process gesscale starts itself: brokers, Spark daemons, the testbed's job.
 
-The broker classes build a command line and hand it here. This module knows nothing about Kafka or MQTT: it
-checks that the port is free and the binary exists, spawns the process in its own session (so it outlives the
-CLI that started it), waits until the port answers, and stops it again — only if the PID still belongs to the
-process we started (the command line is compared), so a recycled PID is never signalled.
+Callers build a command line and hand it here; this module knows nothing about Kafka, MQTT or Spark. `spawn` starts
+the command in its own session (so it outlives the CLI that started it, and its process group holds everything it
+starts) with its output in a log file; `ManagedProcess.wait_until` waits until it is ready (a port answers, an API
+reports its executors) and fails with the log's last lines if it exits first; `stop` sends SIGTERM, then SIGKILL,
+and returns once every thread has ended; `alive` says whether it still runs. A process known only by its PID (from a
+state file) is recognised by its command line, so a recycled PID is never signalled. The port helpers check that a
+port is free before a start and that it answers after.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,42 +102,83 @@ def has_exited(pid: int) -> bool:
         return True
 
 
+def log_tail(path: Path, lines: int = 5) -> str:
+    """The last non-empty lines of a log file joined by " | " (for one-line error messages); "" when unreadable."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
 @dataclass
 class ManagedProcess:
-    """A background server we spawned: its PID, exact argv (to recognise it later) and log file."""
+    """A background process we spawned: its PID, exact argv (to recognise it later) and log file.
+
+    `group`: signals reach its whole process group (a daemon with everything it started), not the process alone.
+    `owns`: for a process known only by its PID, how to recognise its command line when the exact argv is not known
+    (default: equal to `argv`).
+    """
 
     pid: int
     argv: list[str]
     log_path: Path
     _popen: subprocess.Popen | None = None
+    group: bool = False
+    owns: Callable[[list[str]], bool] | None = None
 
     def alive(self) -> bool:
         """True while the process runs (and is the one we started)."""
         if self._popen is not None:
             return self._popen.poll() is None
-        return is_running(self.pid, self.argv)
+        cmdline = read_cmdline(self.pid)
+        return cmdline is not None and self._ours(cmdline)
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def _ours(self, cmdline: list[str]) -> bool:
+        return self.owns(cmdline) if self.owns is not None else cmdline == self.argv
+
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout_s: float, poll_s: float = 0.05) -> bool:
+        """Poll `ready()` until it holds (True) or `timeout_s` has passed (False).
+
+        Raises a UserError naming `what` with the last lines of the log when the process exits first.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise UserError(f"{what} exited at start-up: {self.log_tail() or 'no output'} (log: {self.log_path})")
+            if ready():
+                return True
+            time.sleep(poll_s)
+        return False
+
+    def stop(self, timeout_s: float = 10.0, *, sweep_group: bool = False) -> None:
         """SIGTERM, then SIGKILL after `timeout_s`; idempotent, and never signals a process we did not start.
 
-        Returns once every thread of the process has ended, so its ports no longer answer.
+        Returns once every thread of the process has ended, so its ports no longer answer. `sweep_group`: then
+        SIGKILL whatever is left in its process group (the JVM a job started), unless it had ended already.
         """
         if not self.alive():
             self._reap()
             return
         self._signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._exited():
-                self._reap()
-                return
-            time.sleep(0.05)
-        if read_cmdline(self.pid) in (None, self.argv):  # ours, or ours while exiting: never a recycled PID
-            self._signal(signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
         while not self._exited() and time.monotonic() < deadline:
             time.sleep(0.05)
+        if not self._exited():
+            if self._popen is not None or self._ours_or_exiting():  # never a recycled PID
+                self._signal(signal.SIGKILL)
+            deadline = time.monotonic() + 5.0
+            while not self._exited() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if sweep_group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
         self._reap()
+
+    def _ours_or_exiting(self) -> bool:
+        """Ours, or ours while exiting (its command line already released); a child not yet reaped is always ours."""
+        cmdline = read_cmdline(self.pid)
+        return cmdline is None or self._ours(cmdline)
 
     def _exited(self) -> bool:
         if self._popen is not None:
@@ -149,7 +194,10 @@ class ManagedProcess:
 
     def _signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, sig)
+            if self.group:
+                os.killpg(self.pid, sig)
+            else:
+                os.kill(self.pid, sig)
 
     def _reap(self) -> None:
         if self._popen is not None:
@@ -162,17 +210,17 @@ class ManagedProcess:
 
     def log_tail(self, lines: int = 5) -> str:
         """The last lines of the process's log, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+        return log_tail(self.log_path, lines)
 
 
-def spawn(argv: list[str], log_path: Path, *, cwd: Path | None = None) -> ManagedProcess:
-    """Start `argv` in a new session with stdout and stderr appended to `log_path`."""
+def spawn(argv: list[str], log_path: Path, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+          group: bool = False, truncate: bool = False) -> ManagedProcess:
+    """Start `argv` in a new session with stdout and stderr appended to `log_path` (written afresh: `truncate`).
+
+    `env` replaces the environment when given; `group` as for `ManagedProcess`.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    with log_path.open("wb" if truncate else "ab") as log:
         try:
             popen = subprocess.Popen(
                 argv,
@@ -180,6 +228,7 @@ def spawn(argv: list[str], log_path: Path, *, cwd: Path | None = None) -> Manage
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
+                env=env,
                 start_new_session=True,
             )
         except FileNotFoundError:
@@ -188,17 +237,17 @@ def spawn(argv: list[str], log_path: Path, *, cwd: Path | None = None) -> Manage
             if err.errno == errno.EACCES:
                 raise UserError(f"binary not executable: {argv[0]}") from None
             raise
-    return ManagedProcess(pid=popen.pid, argv=argv, log_path=log_path, _popen=popen)
+    return ManagedProcess(pid=popen.pid, argv=argv, log_path=log_path, _popen=popen, group=group)
 
 
-def wait_until_listening(proc: ManagedProcess, port: int, what: str, timeout_s: float = 30.0) -> None:
-    """Block until the port answers; on early exit or timeout stop the process and raise a UserError."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise UserError(f"{what} exited at start-up: {proc.log_tail() or 'no output'} (log: {proc.log_path})")
-        if port_answers(port):
+def wait_until_listening(proc: ManagedProcess, port: int, what: str, timeout_s: float = 30.0,
+                         host: str = "127.0.0.1") -> None:
+    """Block until host:port answers; on early exit or timeout stop the process and raise a UserError."""
+    try:
+        if proc.wait_until(lambda: port_answers(port, host), what, timeout_s):
             return
-        time.sleep(0.05)
+    except UserError:
+        proc.stop()  # exited: only reaps it
+        raise
     proc.stop()
     raise UserError(f"{what} did not answer on port {port} within {timeout_s:.0f} s (log: {proc.log_path})")

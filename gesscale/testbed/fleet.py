@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
-from gesscale.process import port_is_free, read_cmdline
+from gesscale.process import ManagedProcess, port_is_free
 from gesscale.testbed.cgroups import CgroupTree, process_tree
 from jobs import spark_security
 
@@ -96,30 +96,16 @@ class FleetState:
                    dict(d.get("extra") or {}))
 
 
+def _spark_daemon(pid: int, cls: str, host: str, log: Path) -> ManagedProcess:
+    """The Spark daemon `cls` bound to `host` that the state file names by PID: recognised by its command line
+    (never signal a recycled PID); SIGTERM, then SIGKILL after 15 s, reach its process group, and a stop sweeps
+    what the group still holds (the executors it launched, their Python workers)."""
+    return ManagedProcess(pid, [], log, group=True, owns=lambda argv: any(cls in a for a in argv) and host in argv)
+
+
 def _is_spark_daemon(pid: int, cls: str, host: str) -> bool:
-    """True when `pid` still runs the Spark daemon `cls` bound to `host` (never signal a recycled PID)."""
-    argv = read_cmdline(pid) or []
-    return any(cls in a for a in argv) and host in argv
-
-
-def _stop_group(pid: int, timeout_s: float = 15.0) -> None:
-    """SIGTERM the process group led by `pid`, SIGKILL it after `timeout_s`."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            break
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+    """True when `pid` still runs the Spark daemon `cls` bound to `host`."""
+    return _spark_daemon(pid, cls, host, Path(os.devnull)).alive()
 
 
 class Fleet:
@@ -269,8 +255,10 @@ class Fleet:
     def stop_worker(self, name: str) -> None:
         """Stop the node's worker with everything it started, and remove its cgroup."""
         pid = self.state.workers.pop(name, None)
-        if pid is not None and _is_spark_daemon(pid, "deploy.worker.Worker", self.host_of(name)):
-            _stop_group(pid)
+        if pid is not None:
+            host = self.host_of(name)
+            log_path = self.run_dir / "nodes" / name / f"worker-{host}.log"  # as jobs.standalone.start_worker names it
+            _spark_daemon(pid, "deploy.worker.Worker", host, log_path).stop(15.0, sweep_group=True)
         budget = self.cgroups.budgets.get(name)
         if budget is not None:
             for left in budget.pids():  # anything that escaped the process group but not the cgroup
@@ -296,8 +284,9 @@ class Fleet:
         for name in list(self.state.workers):
             self.stop_worker(name)
         pid = self.state.master_pid
-        if pid is not None and _is_spark_daemon(pid, "deploy.master.Master", MASTER_HOST):
-            _stop_group(pid)
+        if pid is not None:
+            log_path = self.run_dir / "master" / "master.log"
+            _spark_daemon(pid, "deploy.master.Master", MASTER_HOST, log_path).stop(15.0, sweep_group=True)
         self.cgroups.close()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / STATE_FILE).unlink()

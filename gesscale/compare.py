@@ -5,7 +5,7 @@ and CPU-bound, so processes, not threads, use both cores) and reports each finis
 CLI's progress bar). `summarise` takes the medians over seeds; `matrix_markdown` renders one table per metric
 (policies × scenarios, the best value of each scenario in bold). Plots live in `gesscale.compare_plots`.
 
-matrix.json: {scenario: {policy: {DESIGN §4 metric keys}}}, medians over seeds (the requested policies).
+matrix.json: {scenario: {policy: {metric keys of docs/metrics.md}}}, medians over seeds (the requested policies).
 regret.json: {scenario: {policy: {cost_vs_optimal, cost_vs_ideal, excess_vs_optimal, excess_vs_ideal,
 failed_seeds, seeds}}} (`gesscale.regret`; the references `optimal` and `ideal` always run).
 """
@@ -195,7 +195,7 @@ def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], see
         "",
         f"Medians over {seeds} seed(s) per cell. Best value of each scenario in **bold** (lowest; jitter: closest"
         f" to 0); the reference policies ({', '.join(REFERENCE_POLICIES)}) are never marked. Metric definitions:"
-        " shared/DESIGN.md §4. A cell marked FAIL left a backlog it never drained: it is never marked best.",
+        " docs/metrics.md. A cell marked FAIL left a backlog it never drained: it is never marked best.",
     ]
     if provenance:
         lines += ["", "Workloads: " + "; ".join(f"{sc}: {provenance.get(sc, '?')}" for sc in scenarios) + "."]

@@ -60,7 +60,7 @@ LOWER_IS_BETTER = {k: True for k in METRIC_KEYS}
 
 @dataclass(frozen=True)
 class RunMetrics:
-    """The DESIGN §4 metric keys of one run (plus the mean delay, reported but not in the contract)."""
+    """The metric keys of one run, docs/metrics.md (plus the mean delay, reported but not a key)."""
 
     accuracy_o: float
     accuracy_u: float

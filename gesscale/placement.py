@@ -1,7 +1,7 @@
 """Which node to add or remove: latency-aware (Gesscale) or uniformly random (latency-unaware baselines).
 
 Nodes form a complete weighted graph (networkx), weight = RTT in ms; ND_max(S) is the largest RTT among the
-nodes of S (shared/DESIGN.md §3).
+nodes of S (docs/controller.md, Placement).
 
 - Scale-up adds the free node v minimising ND_max(S ∪ {v}); ties go to the smallest sum of RTTs to S, then
   the name. From an empty set, the first node is the one with the smallest sum of RTTs to all others.

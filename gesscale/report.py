@@ -17,7 +17,7 @@ from gesscale.metrics import METRIC_KEYS
 from gesscale.regret import REFERENCES, failing, fmt_diff, fmt_ratio, status
 from gesscale.simulate import RunResult, median_metrics, regret_of
 
-# Column titles of the table, in DESIGN §4 order.
+# Column titles of the table, in the order of METRIC_KEYS (docs/metrics.md).
 TITLES = {
     "accuracy_o": "acc_O",
     "accuracy_u": "acc_U",
@@ -41,7 +41,7 @@ def summary(results: Mapping[str, list[RunResult]]) -> dict[str, dict[str, float
 
 def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[RunResult]],
                   requested: list[str] | None = None) -> dict[str, Any]:
-    """The output document of `gesscale simulate --json` (DESIGN §4 keys, medians over seeds).
+    """The output document of `gesscale simulate --json` (docs/metrics.md keys, medians over seeds).
 
     `policies` holds the requested policies; `references` the regret references run only for the regret;
     `regret` every policy's cost and excess against them (`gesscale.regret`), with its failed seeds.

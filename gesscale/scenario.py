@@ -1,4 +1,4 @@
-"""Scenario files for the simulator (YAML, shared/DESIGN.md §4): cluster, ground truth, workload, seed.
+"""Scenario files for the simulator (YAML, docs/scenarios.md): cluster, ground truth, workload, seed.
 
 The ground truth (alpha, beta, gamma, noise, reconfiguration pause) is what the simulated operator really
 does; policies never see it (only the `ideal` oracle reads the demand derived from it).

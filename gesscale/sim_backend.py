@@ -1,4 +1,4 @@
-"""Trace-driven fluid simulator of one operator on a fog cluster (shared/DESIGN.md §4).
+"""Trace-driven fluid simulator of one operator on a fog cluster (docs/controller.md, Simulator).
 
 Time advances in steps of one second. Each second, input arrives (the workload's rate), the replicas process
 up to their true MST — alpha n^beta - gamma ND_max from the scenario's ground truth, times a relative noise

@@ -1,7 +1,7 @@
 """Input-rate shapes (records/s for each second) shared by the simulator and the producer.
 
 One definition serves both, so that a live run (`gesscale produce --pattern ...`) and a simulated run see the
-same input shape. A workload spec is the `workload:` mapping of a scenario file (shared/DESIGN.md §4).
+same input shape. A workload spec is the `workload:` mapping of a scenario file (docs/scenarios.md).
 
 Kinds and their keys (rates in records/s, times in s):
 - `taxi`: speed (10), duplication (3), days (2), rides_per_day (500000), start_hour (0) — the NYC weekday
@@ -28,7 +28,7 @@ import numpy as np
 from gesscale.errors import UserError
 from gesscale.schema import check_keys, number
 
-# Approximate share (%) of a weekday's NYC yellow-taxi pickups by hour of day 0..23 (shared/DESIGN.md §4).
+# Approximate share (%) of a weekday's NYC yellow-taxi pickups by hour of day 0..23 (docs/scenarios.md).
 _TAXI_HOURLY_PERCENT = (
     3.4, 2.4, 1.7, 1.2, 0.9, 0.9, 2.0, 3.5, 4.3, 4.3, 4.1, 4.3,
     4.5, 4.5, 4.7, 4.6, 4.0, 4.6, 5.8, 6.2, 5.8, 5.7, 5.6, 4.8,

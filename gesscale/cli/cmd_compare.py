@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
 
         One simulation per (scenario, policy, seed), spread over worker processes, with a progress bar.
 
-        Writes matrix.json (scenario → policy → DESIGN §4 metrics, medians over seeds) and matrix.md.
+        Writes matrix.json (scenario → policy → metrics of docs/metrics.md, medians over seeds) and matrix.md.
 
         matrix.md has one table per metric; the best value of each scenario is in bold.
 

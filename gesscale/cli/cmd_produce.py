@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
     def produce(
         file: Path | None = typer.Argument(
             None, help="Taxi file: DEBS 2015 sorted_data.csv or trip_data_N.csv, plain or gzip. "
-            "Without it, the synthetic diurnal trace (DESIGN §4) is generated."),
+            "Without it, the synthetic diurnal trace (docs/scenarios.md) is generated."),
         fmt: str = typer.Option("auto", "--format", help="File format: auto, debs or trip_data."),
         speed: float = typer.Option(10.0, "--speed", help="Replay speed-up over the trace's event time."),
         duplication: int = typer.Option(3, "--duplication", help="Records sent per ride (keys <ride>-0..N-1)."),

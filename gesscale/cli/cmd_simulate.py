@@ -40,14 +40,14 @@ def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate(
         scenario: Path = typer.Option(
-            ..., "--scenario", "-s", exists=True, help="Scenario YAML (see scenarios/ and DESIGN §4)."
+            ..., "--scenario", "-s", exists=True, help="Scenario YAML (see scenarios/ and docs/scenarios.md)."
         ),
         policies: str = typer.Option(
             DEFAULT_POLICIES, "--policies", "-p", is_eager=True, callback=_policies_help,
             help="Comma-separated policy ids, 'all', or 'help' to list them.",
         ),
         seeds: int = typer.Option(1, "--seeds", "-n", min=1, help="Runs per policy (seeds scenario.seed, +1, ...)."),
-        json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (DESIGN §4 keys)."),
+        json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (docs/metrics.md keys)."),
         plot: Path | None = typer.Option(
             None, "--plot", help="Folder for the Figure-7-style panel of every policy (first seed):"
             " <scenario>-figure7.png, and <scenario>-table3.md: the paper's Table III reproduction.",
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Simulate autoscaling policies on a scenario and print the metrics table (medians over seeds).
 
-        Metrics (DESIGN §4): accuracy_O/U and timeshare_O/U against the ideal replica count, excess_time after
+        Metrics (docs/metrics.md): accuracy_O/U and timeshare_O/U against the ideal replica count, excess_time after
         the input stops, reconfigurations, cost in replica-minutes, SPEC instability and jitter, average
         replicas, peak backlog and p95 queueing delay.
         """

@@ -1,7 +1,7 @@
 """Executor control of a running Spark application: list executors, set the target, kill by id or host.
 
 `ExecutorControl` is the narrow interface the scaling hook uses; `SparkExecutorControl` implements it with the
-mechanism measured in DESIGN §6: `SparkContext.requestTotalExecutors(N, 0, {})` to set how many executors the
+mechanism measured in docs/job.md: `SparkContext.requestTotalExecutors(N, 0, {})` to set how many executors the
 application wants, `killExecutors(ids)` to remove given executors (which also lowers the target), and the UI's
 REST API `/api/v1/applications/{id}/executors` for ids and hosts.
 """

@@ -18,7 +18,7 @@ GAUGES = (
     ("processed_rate", "Records/s processed by the last micro-batch"),
     ("batch_duration_ms", "Wall time of the last micro-batch in ms"),
     ("backlog", "Records in the input topic not yet processed (sum latest - sum end offsets)"),
-    ("bp_upstream", "Fraction of recent micro-batches the source held data back in (DESIGN 3, BP_{i-1})"),
+    ("bp_upstream", "Fraction of recent micro-batches the source held data back in (BP_{i-1}, docs/controller.md)"),
     ("bp_operator", "Back pressure from the operator's downstream (BP_i; 0 for a Kafka sink)"),
 )
 PREFIX = "gesscale_job_"

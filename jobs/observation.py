@@ -1,6 +1,6 @@
 """Turns Spark's streaming progress into the controller's observation (pure: no Spark, no I/O).
 
-Back pressure (DESIGN §3): Spark has no back-pressure gauge, so the source side is measured by admission
+Back pressure (docs/controller.md): Spark has no back-pressure gauge, so the source side is measured by admission
 control. A micro-batch is *held back* when, as it was planned, the broker held more records than the batch took
 (some partition's latest offset > the batch's end offset, i.e. `maxRowsPerBatch` bound it). `bp_upstream` is the
 fraction of the micro-batches that finished in the last `window_s` seconds that were held back. `bp_operator`

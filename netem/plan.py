@@ -1,7 +1,7 @@
 """Per-node `tc` plans from a latency map (pure: no I/O, printable, testable).
 
 Each node gets, on the interface that reaches its peers, an egress delay of rtt/2 toward each peer, so that
-a round trip between two nodes crosses two half delays and equals the map (shared/DESIGN.md §5):
+a round trip between two nodes crosses two half delays and equals the map (docs/pi-cluster.md §5):
 
     htb root (handle 1:, unclassified traffic to class 1:1, no delay)
       └─ one htb class per destination (1:10, 1:11, ...), rate = the link's bandwidth (else 10gbit: no shaping)

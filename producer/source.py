@@ -56,7 +56,7 @@ def file_source(path: Path, fmt: str = "auto") -> RideSource:
 
 
 def synthetic_source(days: float | None, rides_per_day: int, seed: int) -> RideSource:
-    """The synthetic diurnal trace (DESIGN §4); nothing is ever skipped."""
+    """The synthetic diurnal trace (docs/scenarios.md); nothing is ever skipped."""
 
     def generate() -> Iterator[Ride]:
         for ride in synthetic_rides(days=days, rides_per_day=rides_per_day, seed=seed):

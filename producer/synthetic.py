@@ -1,4 +1,4 @@
-"""The synthetic taxi trace used when no file is given (shared/DESIGN.md §4), deterministic for a seed.
+"""The synthetic taxi trace used when no file is given (docs/scenarios.md), deterministic for a seed.
 
 Ride completions arrive as a Poisson process whose hourly mean follows the weekday NYC shape of
 `gesscale.workloads` (the simulator's taxi workload: one definition of the shape for both), ~500 k rides a

@@ -4,7 +4,7 @@ Placement is enforced, not assumed: every executor pod selects the node label `g
 refuses to share a node with another executor of the application (required anti-affinity by hostname), so the
 labelled nodes are exactly where executors may run, one each (manifests from `gesscale.k8s.spec`).
 
-Strategies (DESIGN §3):
+Strategies (docs/controller.md):
 - `live` — the query keeps running. Scale-up labels the chosen nodes, then raises the executor target through
   the driver's scaling hook and waits until an executor pod runs on each chosen node. Scale-down asks the hook to
   kill the executors whose pods run on the chosen nodes, waits until those pods are gone, then unlabels the nodes.
@@ -145,7 +145,7 @@ class K8sBackend(Backend):
 
         Rows processed = mean rows of the sampled micro-batches × the number of batches completed in the
         period (exact when every batch was sampled); input rate = (processed + backlog growth) / period.
-        `bp_upstream` is the share of sampled batches that were held back (DESIGN §3).
+        `bp_upstream` is the share of sampled batches that were held back (docs/controller.md, "Back pressure").
         """
         start = self._clock()
         first = self._sample()

@@ -1,6 +1,6 @@
 """Label and annotation keys the controller owns, shared by the generated manifests and the backend.
 
-Every executor pod of one application carries the same spec (DESIGN §6), so the controller steers placement
+Every executor pod of one application carries the same spec (docs/kubernetes.md), so the controller steers placement
 through a node label: the executor pods select `POOL_LABEL=<app>`, and a required anti-affinity keeps one
 executor per node. Labelling a node adds it to the pool; unlabelling removes it once its executor is gone.
 """

@@ -6,11 +6,11 @@ line per batch, so none is missed), and the input topic's end offsets from the b
 - input rate IR = growth of Σ end offsets of the input topic / period (what arrived, exactly);
 - backlog = Σ end offsets − rows processed so far (batch ids counted once: a batch replayed after a restart
   is not counted twice);
-- BP_{i-1} = share of the period's batches that were held back by admission control (DESIGN §3); 0 when no
+- BP_{i-1} = share of the period's batches that were held back by admission control (docs/controller.md); 0 when no
   batch completed (a pause is not a measurement of MST);
 - CPU = CPU seconds of the replicas' cgroups / (period × their budgets).
 
-Execute, per strategy (DESIGN §3):
+Execute, per strategy (docs/controller.md):
 - `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
   job's scaling hook and waits for the executor there; with `warm` (the default) the driver keeps the stream's
   micro-batches on the old executors until its warm-up job has run on the new one (`jobs/warm.py`,

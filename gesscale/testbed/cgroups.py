@@ -2,7 +2,7 @@
 
 A fog node of the local testbed is a Spark worker whose processes (worker JVM, executor JVM, Python workers)
 share one cgroup with a CFS quota, e.g. a quarter of a core, so the operator's capacity really grows with the
-number of nodes on a 2-core machine (DESIGN §6). Groups are created under one parent named after the owning
+number of nodes on a 2-core machine (docs/testbed.md). Groups are created under one parent named after the owning
 process, `gesscale-testbed-<pid>`, so a later run can remove the empty leftovers of a run that was killed -9
 without ever touching groups of a process still alive.
 """

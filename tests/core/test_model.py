@@ -1,4 +1,4 @@
-"""Performance model: progressive calibration and the closed forms (DESIGN §3)."""
+"""Performance model: progressive calibration and the closed forms (docs/controller.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Latency-aware and random placement on a hand-made map (DESIGN §3)."""
+"""Latency-aware and random placement on a hand-made map (docs/controller.md, Placement)."""
 
 from __future__ import annotations
 

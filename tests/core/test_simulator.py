@@ -1,4 +1,4 @@
-"""The fluid simulator: backlog, pauses, catch-up, determinism (DESIGN §4)."""
+"""The fluid simulator: backlog, pauses, catch-up, determinism (docs/controller.md, Simulator)."""
 
 from __future__ import annotations
 

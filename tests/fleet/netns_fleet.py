@@ -1,4 +1,4 @@
-"""A fleet of real SSH hosts on one machine, built from network namespaces (shared/DESIGN.md §7).
+"""A fleet of real SSH hosts on one machine, built from network namespaces (docs/pi-cluster.md §7).
 
 Each host `gs-hN` is a network namespace joined to the bridge `gsbr0` (10.231.0.0/24, no default route, so
 nothing leaves the machine), running `sshd -D` inside `unshare --mount --uts --pid`, with copy-on-write overlays

@@ -1,6 +1,6 @@
 """WAN emulation on the SSH fleet: the netem role and the fabric path apply one plan; pings hit the right class.
 
-This kernel has no netem (shared/DESIGN.md §6), so the tree is applied in structural mode (pfifo leaves) and
+This kernel has no netem (docs/wan-emulation.md), so the tree is applied in structural mode (pfifo leaves) and
 checked by htb class counters; on a kernel with netem the probe test checks the netem path instead.
 """
 

@@ -1,6 +1,7 @@
 """End to end on the real testbed (issue 9): `gesscale calibrate --backend local` measures 1, 2 and 3 fog nodes,
-more nodes beat one (2 and 3 are ordered unless the machine itself limited them), the model file is written, nothing is left behind, and a controller started
-from that file makes a model-based scale-down at its first decision — without first scaling up three times.
+more nodes beat one (2 and 3 are ordered unless the machine itself limited them), the model file is written,
+nothing is left behind, and a controller started from that file makes a model-based scale-down at its first
+decision — without first scaling up three times.
 
 Own ports (shift 600: master 15677, UI 15678, workers 15700+, worker UIs 15800+, job API 15680, Spark UI 15640,
 broker 15692), so it never collides with a demo or another test's testbed. Takes about 4-5 minutes here.

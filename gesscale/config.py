@@ -1,7 +1,9 @@
-"""Every controller option in one place: name, default and a one-line description.
+"""Every controller option in one place: name, type, default (per environment where one differs), bounds, help.
 
-The CLI, the docs table (`gesscale options`) and the policies read the same object, so a default is written
-once. Options specific to one policy live as keyword arguments of that policy's class, documented there.
+This dataclass is the one declaration: `gesscale.options` reads its fields to validate a scenario's `controller:`
+section, to generate the CLI flags of `simulate`, `compare`, `run`, `k8s run` and `demo`
+(`gesscale.cli.controller_flags`), and to print the table of `gesscale options`. The options of one policy are
+the keyword arguments of that policy's constructor (`gesscale.options.policy_options`).
 """
 
 from __future__ import annotations
@@ -11,39 +13,65 @@ from typing import Any
 
 from gesscale.errors import UserError
 
+# Where the controller runs; a default may differ per environment (declared with `env=` below).
+#   sim: `gesscale simulate` / `compare` (the scenario file's value, else the default)
+#   testbed: `gesscale run` (the local fog testbed), demo: `gesscale demo`, k8s: `gesscale k8s run`
+ENVIRONMENTS: dict[str, str] = {
+    "sim": "simulate, compare",
+    "testbed": "run",
+    "demo": "demo",
+    "k8s": "k8s run",
+}
+LIVE = ("testbed", "demo", "k8s")
 
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+
+def _opt(default: Any, help: str, *, kind: str = "", lo: float | None = None, hi: float | None = None,
+         lo_open: bool = False, env: dict[str, Any] | None = None, where: tuple[str, ...] = tuple(ENVIRONMENTS)
+         ) -> Any:
+    """A field with its declaration: help, kind (`duration` for seconds given as 10s/2m), bounds, the defaults
+    that differ per environment (`env`) and the environments the option applies to (`where`)."""
+    meta = {"help": help, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "env": dict(env or {}),
+            "where": where}
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class ControllerConfig:
     """Options of the MAPE loop and of the shared parts of the policies."""
 
-    control_period_s: float = _opt(60.0, "Length of one Monitor-Analyze-Plan-Execute period (s).")
-    warmup_s: float = _opt(
-        180.0, "After a reconfiguration, no decision is taken for this long (s); covers the pause and settling."
+    control_period_s: float = _opt(
+        60.0, "Length of one Monitor-Analyze-Plan-Execute period (s).", kind="duration", lo=1.0,
+        env={"testbed": 10.0, "demo": 10.0},
     )
-    min_replicas: int = _opt(1, "Fewest replicas (n_min).")
-    max_replicas: int = _opt(8, "Most replicas (n_max); also capped by the schedulable nodes.")
-    bp_high: float = _opt(0.5, "Back-pressure ratio above which a period counts as back-pressured (Algorithm 1).")
+    warmup_s: float = _opt(
+        180.0, "After a reconfiguration, no decision is taken for this long (s); covers the pause and settling.",
+        kind="duration", lo=0.0, env={"testbed": 20.0, "demo": 10.0},
+    )
+    min_replicas: int = _opt(1, "Fewest replicas (n_min).", lo=1)
+    max_replicas: int = _opt(
+        8, "Most replicas (n_max); also capped by the schedulable nodes; 0: every schedulable node.", lo=0,
+        env={"testbed": 0, "demo": 0},
+    )
+    bp_high: float = _opt(0.5, "Back-pressure ratio above which a period counts as back-pressured (Algorithm 1).",
+                          lo=0.0, hi=1.0)
     dt_threshold_pct: float = _opt(
-        20.0, "Trshld_DT: scale down only when DT = 100 (MST_n - CT) / MST_n reaches this (Algorithm 4)."
+        20.0, "Trshld_DT: scale down only when DT = 100 (MST_n - CT) / MST_n reaches this (Algorithm 4).",
+        lo=0.0, hi=100.0,
     )
     scale_down_margin: float = _opt(
-        0.05, "Keep the predicted MST of the smaller configuration at least this fraction above the input."
+        0.05, "Keep the predicted MST of the smaller configuration at least this fraction above the input.", lo=0.0,
     )
-    cpu_high: float = _opt(0.9, "Threshold baselines: CPU above this adds one replica.")
-    cpu_low: float = _opt(0.5, "Threshold baselines: CPU below this removes one replica.")
-    recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).")
-    seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).")
+    cpu_high: float = _opt(0.9, "Threshold baselines: CPU above this adds one replica.", lo=0.0, hi=1.0)
+    cpu_low: float = _opt(0.5, "Threshold baselines: CPU below this removes one replica.", lo=0.0, hi=1.0)
+    recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).", where=LIVE)
+    seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0)
 
     def __post_init__(self) -> None:
         if self.control_period_s <= 0:
             raise UserError("control period must be positive")
         if self.min_replicas < 1:
             raise UserError("min_replicas must be at least 1")
-        if self.max_replicas < self.min_replicas:
+        if self.max_replicas and self.max_replicas < self.min_replicas:
             raise UserError(f"max_replicas ({self.max_replicas}) < min_replicas ({self.min_replicas})")
         if not 0 <= self.cpu_low < self.cpu_high <= 1:
             raise UserError("need 0 <= cpu_low < cpu_high <= 1")

@@ -51,6 +51,10 @@ class Scenario:
     seed: int = 1
     source: str = "<inline>"
     extra: dict[str, Any] = field(default_factory=dict)
+    # The other controller options (`controller:` keys besides the period, warm-up, bounds and seed, which have
+    # their own fields) and the options per policy id (`policy_options:`), checked against their declaration.
+    controller: dict[str, Any] = field(default_factory=dict)
+    policy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # legal but suspicious values (see `_suspicious`), for the CLI to print
 
     def with_seed(self, seed: int) -> Scenario:
@@ -59,7 +63,11 @@ class Scenario:
 
 
 # Keys of each part of a scenario file; anything else is a mistake (a misspelled key would leave its default).
-SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload")
+SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload", "controller",
+                 "policy_options")
+# Controller options a scenario may also give at their historical place (top level or under `cluster:`).
+_PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
+           "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
 OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
@@ -139,19 +147,12 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     w_cl = f"{where}: cluster"
     min_r = number(cluster, "min_replicas", 1, w_cl, lo=1, integer=True)
     max_r = number(cluster, "max_replicas", len(lmap.names), w_cl, lo=1, integer=True)
-    if max_r < min_r:
-        raise UserError(f"{where}: cluster.max_replicas ({max_r}) < min_replicas ({min_r})")
-    if max_r > len(lmap.names):
-        raise UserError(f"{where}: cluster.max_replicas ({max_r}) exceeds the {len(lmap.names)} nodes of the map")
-    if not min_r <= truth.initial_replicas <= max_r:
-        raise UserError(f"{where}: operator.initial_replicas ({truth.initial_replicas}) outside "
-                        f"[min_replicas, max_replicas] = [{min_r}, {max_r}]")
     period = float(number(data, "control_period_s", 60.0, where, lo=MIN_CONTROL_PERIOD_S))
     warmup = None if data.get("warmup_s") is None else float(number(data, "warmup_s", 0, where, lo=0.0))
     name = data.get("name")
     if name is not None and not isinstance(name, str | int):
         raise UserError(f"{where}: 'name' must be a string, got {name!r}")
-    return Scenario(
+    sc = Scenario(
         name=str(name or (path.stem if path else "scenario")),
         latency_map=lmap,
         truth=truth,
@@ -162,9 +163,77 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         warmup_s=warmup,
         seed=number(data, "seed", 1, where, lo=0, integer=True),
         source=source,
-        warnings=(*_suspicious(truth, period, warmup),
-                  *(w for w in lmap.warnings if f"above {SUSPICIOUS_RTT_MS:g} ms" in w)),
+        policy_options=_policy_options(data.get("policy_options"), where),
     )
+    controller = _controller_section(data, where)
+    return with_controller(sc, controller, f"{where}: controller") if controller else _checked(sc, where)
+
+
+def _controller_section(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The `controller:` section, checked; a key also given at its historical place is refused."""
+    from gesscale.options import controller_from_dict
+
+    section = data.get("controller")
+    if section is None:
+        return {}
+    ctl = controller_from_dict(section, f"{where}: controller", env="sim")
+    for key, parent in _PLACED.items():
+        there = data.get(parent) if parent else data
+        if key in ctl and isinstance(there, Mapping) and key in there:
+            at = f"{parent}.{key}" if parent else key
+            raise UserError(f"{where}: '{key}' is given twice, as controller.{key} and as {at}; keep one")
+    return ctl
+
+
+def _policy_options(section: Any, where: str) -> dict[str, dict[str, Any]]:
+    """The `policy_options:` section: {policy id: {option: value}}, each checked against the policy's
+    declaration (`gesscale options`)."""
+    from gesscale.options import policy_options_from_dict
+
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise UserError(f"{where}: 'policy_options' must be a mapping of policy id to options, got {section!r}")
+    return {str(pid): policy_options_from_dict(str(pid), opts, f"{where}: policy_options.{pid}")
+            for pid, opts in section.items()}
+
+
+def _checked(sc: Scenario, where: str) -> Scenario:
+    """The scenario with its controller values checked together (bounds against the map, the operator's
+    starting size within them, the options' joint rules) and its warnings computed."""
+    from gesscale.config import ControllerConfig
+
+    n_nodes = len(sc.latency_map.names)
+    min_r, max_r = sc.min_replicas, sc.max_replicas
+    if max_r < min_r:
+        raise UserError(f"{where}: cluster.max_replicas ({max_r}) < min_replicas ({min_r})")
+    if max_r > n_nodes:
+        raise UserError(f"{where}: cluster.max_replicas ({max_r}) exceeds the {n_nodes} nodes of the map")
+    if not min_r <= sc.truth.initial_replicas <= max_r:
+        raise UserError(f"{where}: operator.initial_replicas ({sc.truth.initial_replicas}) outside "
+                        f"[min_replicas, max_replicas] = [{min_r}, {max_r}]")
+    try:
+        ControllerConfig(control_period_s=sc.control_period_s, min_replicas=min_r, max_replicas=max_r,
+                         seed=sc.seed, **sc.controller)
+    except UserError as err:
+        raise UserError(f"{where}: {err}") from None
+    return replace(sc, warnings=(*_suspicious(sc.truth, sc.control_period_s, sc.warmup_s),
+                                 *(w for w in sc.latency_map.warnings if f"above {SUSPICIOUS_RTT_MS:g} ms" in w)))
+
+
+def with_controller(sc: Scenario, options: Mapping[str, Any], where: str = "command line") -> Scenario:
+    """The scenario with controller options replaced (a `controller:` section, or the CLI's flags, checked by
+    `gesscale.options`); `max_replicas` 0 means every node of the map. The result is checked as a loaded one."""
+    if not options:
+        return sc
+    values = dict(options)
+    fields_ = {k: values.pop(k) for k in _PLACED if k in values}
+    if fields_.get("max_replicas") == 0:
+        fields_["max_replicas"] = len(sc.latency_map.names)
+    for key in ("control_period_s", "warmup_s"):
+        if key in fields_:
+            fields_[key] = float(fields_[key])
+    return _checked(replace(sc, **fields_, controller={**sc.controller, **values}), where)
 
 
 def load_scenario(path: str | Path) -> Scenario:

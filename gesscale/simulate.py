@@ -43,7 +43,8 @@ class RunResult:
 
 
 def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> ControllerConfig:
-    """The controller options a scenario implies (period, bounds, warm-up), with explicit overrides."""
+    """The controller options a scenario implies (period, bounds, warm-up, its `controller:` section), with
+    explicit overrides."""
     opts: dict[str, Any] = {
         "control_period_s": scenario.control_period_s,
         "min_replicas": scenario.min_replicas,
@@ -52,6 +53,7 @@ def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> Contro
     }
     if scenario.warmup_s is not None:
         opts["warmup_s"] = scenario.warmup_s
+    opts.update(scenario.controller)
     opts.update(overrides)
     return ControllerConfig(**opts)
 
@@ -94,11 +96,12 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     """Simulate one policy on one scenario with one seed.
 
     `initial_model` (e.g. from `gesscale calibrate`) is handed, as a copy, to policies that take a `model`;
-    `policy_options` go to the policy's constructor; `on_step(record, policy)` is called after every period.
+    `policy_options` go to the policy's constructor, over the scenario's own for that policy (`policy_options:`);
+    `on_step(record, policy)` is called after every period.
     """
     backend = SimBackend(scenario, seed=seed)
     demand = backend.demand()
-    policy = make_policy(policy_id, **(policy_options or {}))
+    policy = make_policy(policy_id, **{**scenario.policy_options.get(policy_id, {}), **(policy_options or {})})
     if initial_model is not None and hasattr(policy, "model"):
         policy.model = starting_model(initial_model, getattr(policy, "uses_latency_in_model", True))
     prepare = getattr(policy, "prepare_offline", None)
@@ -187,18 +190,21 @@ def simulate_many(
     seeds: int,
     progress: Callable[[str, int], None] | None = None,
     keep_history_first: bool = False,
+    policy_options: dict[str, dict[str, Any]] | None = None,
     **overrides: Any,
 ) -> dict[str, list[RunResult]]:
     """Every policy on every seed; returns the runs per policy (seed order).
 
-    `keep_history_first` keeps the step history of each policy's first seed (for plots).
+    `keep_history_first` keeps the step history of each policy's first seed (for plots); `policy_options` maps
+    a policy id to its constructor options (`gesscale.options.parse_policy_option_args`).
     """
     out: dict[str, list[RunResult]] = {}
     for pid in policies:
         out[pid] = []
         for i, seed in enumerate(seeds_for(scenario, seeds)):
             keep = keep_history_first and i == 0
-            out[pid].append(run_once(scenario, pid, seed, keep_history=keep, **overrides))
+            out[pid].append(run_once(scenario, pid, seed, keep_history=keep,
+                                     policy_options=(policy_options or {}).get(pid), **overrides))
             if progress:
                 progress(pid, seed)
     return out

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
+from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.progress import run_progress
 from gesscale.errors import UserError
 
@@ -38,6 +40,7 @@ def register(app: typer.Typer) -> None:
     """Add the `simulate` command."""
 
     @app.command("simulate")
+    @controller_flags("sim")
     def simulate(
         scenario: Path = typer.Option(
             ..., "--scenario", "-s", exists=True, help="Scenario YAML (see scenarios/ and docs/scenarios.md)."
@@ -61,23 +64,30 @@ def register(app: typer.Typer) -> None:
             help="Starting performance model (from `gesscale calibrate`) of the model-based policies (gesscale,"
                  " gesscale-plus, mdl-nlunaware: refitted at ND_max=0); an error when no requested policy has one.",
         ),
+        controller: dict[str, Any] | None = None,
+        policy_option_args: list[str] | None = None,
     ) -> None:
         """Simulate autoscaling policies on a scenario and print the metrics table (medians over seeds).
 
         Metrics (docs/metrics.md): accuracy_O/U and timeshare_O/U against the ideal replica count, excess_time after
         the input stops, reconfigurations, cost in replica-minutes, SPEC instability and jitter, average
         replicas, peak backlog and p95 queueing delay.
+
+        Controller options (--control-period, --warmup, --min-replicas, ...) replace the scenario's; policy
+        options (--policy-option KEY=VALUE) those of its `policy_options:` section (`gesscale options`).
         """
+        from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import parse_policy_list
         from gesscale.report import metrics_table, simulate_json, write_json
-        from gesscale.scenario import load_scenario
+        from gesscale.scenario import load_scenario, with_controller
         from gesscale.simulate import simulate_many, with_references
 
         out = Console(width=None if Console().is_terminal else 180)
         err = Console(stderr=True)
         ids = parse_policy_list(policies)
         run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them
-        sc = load_scenario(scenario)
+        popts = parse_policy_option_args(policy_option_args or [], ids)
+        sc = with_controller(load_scenario(scenario), controller or {})
         for warning in sc.warnings:
             err.print(f"gesscale: warning: {sc.source}: {warning}", highlight=False, soft_wrap=True)
         extra: dict[str, object] = {}
@@ -98,7 +108,7 @@ def register(app: typer.Typer) -> None:
             task = bar.add_task(f"simulating {sc.name}", total=total)
             results = simulate_many(
                 sc, run_ids, seeds, progress=lambda pid, seed: bar.advance(task),
-                keep_history_first=plot is not None or timeseries is not None, **extra,
+                keep_history_first=plot is not None or timeseries is not None, policy_options=popts, **extra,
             )
         duration = next(iter(results.values()))[0].duration_s
         doc = simulate_json(sc.name, duration, results, requested=ids)

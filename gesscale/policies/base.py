@@ -45,8 +45,8 @@ class PolicyContext:
 
     @property
     def n_max(self) -> int:
-        """Upper bound on replicas: the configured maximum, capped by the schedulable nodes."""
-        return max(1, min(self.config.max_replicas, len(self.candidates)))
+        """Upper bound on replicas: the configured maximum (0: no maximum), capped by the schedulable nodes."""
+        return max(1, min(self.config.max_replicas or len(self.candidates), len(self.candidates)))
 
     @property
     def n_min(self) -> int:

@@ -40,6 +40,8 @@ class Job:
     seed: int
     keep_series: bool = False
     plugins: tuple[str, ...] = ()  # policy plug-in specs a worker process loads before running
+    controller: Mapping[str, object] = field(default_factory=dict)  # controller options over the scenario's
+    policy_options: Mapping[str, object] = field(default_factory=dict)  # this policy's options over the scenario's
 
 
 @dataclass
@@ -73,13 +75,14 @@ def run_job(job: Job) -> JobResult:
     """Simulate one job (runs in a worker process)."""
     from gesscale.policies.base import load_plugin
     from gesscale.report import workload_provenance
-    from gesscale.scenario import load_scenario
+    from gesscale.scenario import load_scenario, with_controller
     from gesscale.simulate import period_rows, run_once
 
     for spec in job.plugins:
         load_plugin(spec)
-    sc = load_scenario(job.scenario_path)
-    result = run_once(sc, job.policy, job.seed, keep_history=job.keep_series)
+    sc = with_controller(load_scenario(job.scenario_path), job.controller)
+    result = run_once(sc, job.policy, job.seed, keep_history=job.keep_series,
+                      policy_options=dict(job.policy_options))
     out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s,
                     drained=result.drained, provenance=workload_provenance(sc.workload))
     if job.keep_series:
@@ -90,21 +93,27 @@ def run_job(job: Job) -> JobResult:
     return out
 
 
-def plan_jobs(scenario_paths: Sequence[Path], policies: Sequence[str], seeds: int) -> list[Job]:
+def plan_jobs(scenario_paths: Sequence[Path], policies: Sequence[str], seeds: int,
+              controller: Mapping[str, object] | None = None,
+              policy_options: Mapping[str, Mapping[str, object]] | None = None) -> list[Job]:
     """Every (scenario, policy, seed); each scenario's own seed first, and its first seed keeps the series.
 
-    Seeds are scenario.seed, +1, ... as in `gesscale simulate`.
+    Seeds are scenario.seed, +1, ... as in `gesscale simulate`. `controller` options replace every scenario's
+    (`gesscale.scenario.with_controller`); `policy_options` maps a policy id to its options.
     """
     from gesscale.policies.base import loaded_plugins
-    from gesscale.scenario import load_scenario
+    from gesscale.scenario import load_scenario, with_controller
 
     plugins = tuple(loaded_plugins())
+    ctl = dict(controller or {})
     jobs = []
     for path in scenario_paths:
-        base = load_scenario(path).seed  # also validates every file before any work starts
+        base = with_controller(load_scenario(path), ctl, f"{path}: command line").seed  # validates every file first
         for pid in policies:
+            popts = dict((policy_options or {}).get(pid, {}))
             for i in range(seeds):
-                jobs.append(Job(str(path), pid, base + i, keep_series=i == 0, plugins=plugins))
+                jobs.append(Job(str(path), pid, base + i, keep_series=i == 0, plugins=plugins, controller=ctl,
+                                policy_options=popts))
     return jobs
 
 

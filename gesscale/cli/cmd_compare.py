@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.progress import run_progress
 
 
@@ -47,6 +49,7 @@ def register(app: typer.Typer) -> None:
     """Add the `compare` command."""
 
     @app.command("compare")
+    @controller_flags("sim")
     def compare(
         scenarios: Path = typer.Option(
             Path("scenarios"), "--scenarios", "-s", help="Folder of scenario YAML files; every *.yaml is run."
@@ -66,6 +69,8 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(
             0, "--workers", "-j", min=0, help="Worker processes (0: one per CPU core; 1: no pool)."
         ),
+        controller: dict[str, Any] | None = None,
+        policy_option_args: list[str] | None = None,
     ) -> None:
         """Run every policy on every scenario of a folder and write the comparison matrix.
 
@@ -76,9 +81,13 @@ def register(app: typer.Typer) -> None:
         matrix.md has one table per metric; the best value of each scenario is in bold.
 
         Figures: heatmap-cost.png (cost / ideal cost), heatmap-excess.png, replicas-<scenario>.png.
+
+        Controller options (--control-period, --warmup, ...) replace every scenario's; policy options
+        (--policy-option [POLICY.]KEY=VALUE) those of each scenario's `policy_options:` (`gesscale options`).
         """
         from gesscale.cli.cmd_simulate import print_policy_list
         from gesscale.compare import find_scenarios, plan_jobs, regret_by_scenario, run_matrix, summarise, write_outputs
+        from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import parse_policy_list
         from gesscale.simulate import with_references
 
@@ -91,7 +100,8 @@ def register(app: typer.Typer) -> None:
         ids = parse_policy_list(policies)
         files = find_scenarios(scenarios)
         run_ids = with_references(ids)  # optimal and ideal always run: the regret is against them
-        jobs = plan_jobs(files, run_ids, seeds)
+        popts = parse_policy_option_args(policy_option_args or [], ids)
+        jobs = plan_jobs(files, run_ids, seeds, controller or {}, popts)
         n_workers = workers or os.cpu_count() or 1
         started = time.monotonic()
         with run_progress(err, transient=False) as bar:

@@ -40,7 +40,7 @@ class ControllerConfig:
     """Options of the MAPE loop and of the shared parts of the policies."""
 
     control_period_s: float = _opt(
-        60.0, "Length of one Monitor-Analyze-Plan-Execute period (s).", kind="duration", lo=1.0,
+        60.0, "Length of one Monitor-Analyze-Plan-Execute period (s).", kind="duration", lo=0.0, lo_open=True,
         env={"testbed": 10.0, "demo": 10.0},
     )
     warmup_s: float = _opt(

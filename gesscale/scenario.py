@@ -203,6 +203,9 @@ def _checked(sc: Scenario, where: str) -> Scenario:
     starting size within them, the options' joint rules) and its warnings computed."""
     from gesscale.config import ControllerConfig
 
+    if sc.control_period_s < MIN_CONTROL_PERIOD_S:
+        raise UserError(f"{where}: 'control_period_s' must be >= {MIN_CONTROL_PERIOD_S:g} in the simulator, got "
+                        f"{sc.control_period_s:g}")
     n_nodes = len(sc.latency_map.names)
     min_r, max_r = sc.min_replicas, sc.max_replicas
     if max_r < min_r:

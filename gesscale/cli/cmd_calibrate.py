@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gesscale.cli.controller_flags import single_flag
 from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
@@ -75,7 +76,8 @@ def register(app: typer.Typer) -> None:
             "near,far", "--placements", help="near (min ND_max, as the controller places) and/or far (max ND_max)."
         ),
         out: Path = typer.Option(Path("out/model.json"), "--out", help="Model file to write."),
-        seed: int = typer.Option(1, "--seed", help="sim: seed of the simulator's capacity noise."),
+        seed: int = single_flag("seed", help="sim: seed of the simulator's capacity noise (the controller "
+                                "option `seed`; calibrate runs no controller, so takes no other option)."),
         observe_s: float | None = typer.Option(None, "--observe-s", help="Observation phase per tried rate (s) "
                                                "(default: sim 60, local 15)."),
         inject_s: float | None = typer.Option(None, "--inject-s", help="Injection phase before observing (s) "
@@ -114,6 +116,8 @@ def register(app: typer.Typer) -> None:
         brought up in --run-dir and torn down at the end, also on Ctrl-C; with the defaults it took about a
         minute per configuration here, plus about 80 s of setup and job warm-up. The model file's `model` entry
         is what `gesscale run --model` and `gesscale simulate --model` start from. See docs/calibration.md.
+
+        Calibration runs no controller: of the controller options (`gesscale options`) it takes only --seed.
         """
         from gesscale.probe import configurations
 

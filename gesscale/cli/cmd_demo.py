@@ -9,10 +9,12 @@ and the simulator's policy comparison on a scenario calibrated from the run. See
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
+from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.testbed.demo import DemoOptions
@@ -84,6 +86,7 @@ def register(app: typer.Typer) -> None:
     """Add the `demo` command."""
 
     @app.command("demo")
+    @controller_flags("demo")
     def demo(
         out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for the report, the PNGs and the logs."),
         report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
@@ -104,9 +107,6 @@ def register(app: typer.Typer) -> None:
                                     "at least this long (s) before measuring what it sustains."),
         start_hour: int = typer.Option(_D.start_hour, "--start-hour",
                                         help="Hour of the day the replay starts at (0-23)."),
-        control_period: float = typer.Option(_D.control_period_s, "--control-period", help="Controller period (s)."),
-        warmup: float = typer.Option(_D.warmup_s, "--warmup",
-                                     help="No decision this long after a reconfiguration took effect (s)."),
         drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout",
                                             help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
@@ -120,8 +120,14 @@ def register(app: typer.Typer) -> None:
         site: str | None = site_option(),
         query: str = query_option(),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view of the controller."),
+        controller: dict[str, Any] | None = None,
+        policy_option_args: list[str] | None = None,
     ) -> None:
-        """Fog in a box: a real stream, the real Spark job and the Gesscale controller on this machine."""
+        """Fog in a box: a real stream, the real Spark job and the Gesscale controller on this machine.
+
+        Controller options (--control-period, --warmup, ...) and policy options of --policy (--policy-option
+        KEY=VALUE) are those of `gesscale options`, with this command's defaults.
+        """
         if simulated_only:
             _simulated(out, seeds, scenario, sim_policies)
             return
@@ -139,7 +145,13 @@ def register(app: typer.Typer) -> None:
 
         if strategy not in STRATEGIES:
             raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}")
-        make_policy(policy)
+        from gesscale.config import ControllerConfig
+        from gesscale.options import parse_policy_option_args
+
+        controller = dict(controller or {})
+        popts = parse_policy_option_args(policy_option_args or [], [policy]).get(policy, {})
+        make_policy(policy, **popts)
+        ControllerConfig(**controller)  # options that contradict each other fail before anything starts
         parse_policy_list(sim_policies)
         query = checked_query(query)
 
@@ -159,8 +171,10 @@ def register(app: typer.Typer) -> None:
         opts = DemoOptions(out=out, report=report, nodes=nodes, node_cpu=node_cpu, policy=policy, strategy=strategy,
                            day_s=day, rides_per_day=rides_per_day, peak_load=peak_load, probe_s=probe,
                            start_hour=start_hour,
-                           control_period_s=control_period, warmup_s=warmup, drain_timeout_s=drain_timeout,
-                           sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query)
+                           control_period_s=controller.pop("control_period_s"),
+                           warmup_s=controller.pop("warmup_s"), drain_timeout_s=drain_timeout,
+                           sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query,
+                           controller=controller, policy_options=popts)
         if view and console.is_terminal:
             with Live(live_view, console=console, refresh_per_second=2):
                 result = run_demo(opts, say=console.print)

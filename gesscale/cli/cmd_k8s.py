@@ -9,10 +9,12 @@ import logging
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
+from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import query_option
 from gesscale.errors import UserError
 from gesscale.k8s.names import POOL_LABEL
@@ -117,7 +119,12 @@ def submit(
     )
 
 
+# The former flag names of `k8s run` still work.
+_ALIASES = {"control_period_s": ("--period",), "min_replicas": ("--min",), "max_replicas": ("--max",)}
+
+
 @k8s_app.command("run")
+@controller_flags("k8s", aliases=_ALIASES)
 def run(
     hook_url: str = typer.Option(..., "--hook-url",
                                  help="Driver HTTP API, e.g. http://gesscale-job-driver.spark.svc:4041."),
@@ -136,17 +143,18 @@ def run(
         help="live: add/remove executors while the query runs; restart: stop the driver at its checkpoint, relabel, "
              "start it with the new executor count.",
     ),
-    period: float = typer.Option(60.0, "--period", help="Control period (s)."),
-    warmup: float = typer.Option(180.0, "--warmup", help="No decision for this long after a change (s)."),
-    min_replicas: int = typer.Option(1, "--min", help="Fewest executors."),
-    max_replicas: int = typer.Option(8, "--max", help="Most executors."),
-    recommend_only: bool = typer.Option(False, "--recommend-only",
-                                        help="Decide, log and export metrics, but change nothing (dry run)."),
     metrics_port: int = typer.Option(None, "--metrics-port", help="Serve the decision metrics on this port."),
     state: Path = typer.Option(None, "--state", help="File keeping the policy's learned state across restarts."),
     steps: int = typer.Option(None, "--steps", min=1, help="Stop after this many periods (default: run on)."),
+    controller: dict[str, Any] | None = None,
+    policy_option_args: list[str] | None = None,
 ) -> None:
-    """Run the controller against Spark on Kubernetes: observe through the driver, place through node labels."""
+    """Run the controller against Spark on Kubernetes: observe through the driver, place through node labels.
+
+    Controller options (--control-period, --warmup, --min-replicas, --max-replicas, --recommend-only, ...) and
+    policy options (--policy-option KEY=VALUE) are those of `gesscale options`; --period, --min and --max are
+    the former names of the first three.
+    """
     from gesscale.config import ControllerConfig
     from gesscale.k8s.api import KubeApi
     from gesscale.k8s.backend import K8sBackend, K8sBackendConfig, ObservationUnavailable, ReconfigurationError
@@ -159,8 +167,11 @@ def run(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     console = Console(soft_wrap=True)  # one line per period, never wrapped
-    cfg = ControllerConfig(control_period_s=period, warmup_s=warmup, min_replicas=min_replicas,
-                           max_replicas=max_replicas, recommend_only=recommend_only)
+    from gesscale.options import parse_policy_option_args
+
+    cfg = ControllerConfig(**(controller or {}))
+    recommend_only = cfg.recommend_only
+    popts = parse_policy_option_args(policy_option_args or [], [policy]).get(policy, {})
     kube = KubeApi.connect(server=server, kubeconfig=kubeconfig, context=context)
     if latency_map is not None:
         lmap = load_latency_map(latency_map)
@@ -173,7 +184,7 @@ def run(
         raise UserError(f"set {token_env} to the scaling hook's token (the job's Secret), or use --recommend-only")
     hook = HttpDriverHook(hook_url, token)
     backend = K8sBackend(kube, hook, lmap, K8sBackendConfig(app=app, namespace=namespace, strategy=strategy,
-                                                            control_period_s=period))
+                                                            control_period_s=cfg.control_period_s))
     exporter = DecisionExporter()
     metrics_server = None
     if metrics_port is not None:
@@ -195,7 +206,7 @@ def run(
         console.print(f"{when} in={obs.input_rate:.0f}/s out={obs.throughput:.0f}/s "
                       f"backlog={obs.backlog:.0f} n={obs.n} ND_max={obs.nd_max_ms:g} ms: {what}")
 
-    loop = ControlLoop(backend, make_policy(policy), lmap, cfg, state_path=state, on_step=report)
+    loop = ControlLoop(backend, make_policy(policy, **popts), lmap, cfg, state_path=state, on_step=report)
     done = 0
     try:
         while steps is None or done < steps:

@@ -6,9 +6,11 @@ import contextlib
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
@@ -30,6 +32,7 @@ def register(app: typer.Typer) -> None:
     """Add the `run` command."""
 
     @app.command("run")
+    @controller_flags("testbed")
     def run(
         backend: str = typer.Option("local", "--backend", help="Where the operator runs: local (Spark standalone "
                                     "fog testbed on this machine). Kubernetes: `gesscale k8s run`; simulator: "
@@ -38,10 +41,6 @@ def register(app: typer.Typer) -> None:
                                    "--policies help` lists them)."),
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration: live (executors added/removed "
                                      "while the query runs) or restart (stop at the checkpoint, restart)."),
-        control_period: str = typer.Option("10s", "--control-period", help="Length of one MAPE period (10s, 1m)."),
-        warmup: str = typer.Option("20s", "--warmup", help="No decision for this long after a reconfiguration."),
-        min_replicas: int = typer.Option(1, "--min-replicas", help="Fewest executors."),
-        max_replicas: int = typer.Option(0, "--max-replicas", help="Most executors [default: every node]."),
         testbed: Path | None = typer.Option(None, "--testbed", help="Attach to the testbed running in this folder "
                                             "(started by `gesscale demo --keep` or another run); without it a new "
                                             "testbed is brought up in --run-dir and torn down at the end."),
@@ -69,6 +68,8 @@ def register(app: typer.Typer) -> None:
         reset_state: bool = typer.Option(False, "--reset-state", help="Start afresh: the existing controller "
                                          "state is moved aside (controller.reset-<time>.json), not deleted."),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view (off: one line per period)."),
+        controller: dict[str, Any] | None = None,
+        policy_option_args: list[str] | None = None,
     ) -> None:
         """Run the autoscaling controller live on the real Spark job of the local fog testbed.
 
@@ -76,6 +77,9 @@ def register(app: typer.Typer) -> None:
         policy, and adds or removes executors on the chosen fog nodes (live or by restart). Model state is saved
         every period, so a controller killed and started again resumes. Ctrl-C stops and, for a testbed it
         brought up itself, tears everything down.
+
+        Controller options (--control-period, --warmup, --min-replicas, --max-replicas, ...) and policy options
+        (--policy-option KEY=VALUE) are those of `gesscale options`, with this command's defaults.
         """
         from rich.console import Console
         from rich.live import Live
@@ -96,16 +100,18 @@ def register(app: typer.Typer) -> None:
         if strategy not in STRATEGIES:
             raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
         from gesscale.model_file import load_model_file
+        from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import make_policy
         from gesscale.testbed.controller import start_from_model
 
+        controller = dict(controller or {})
+        popts = parse_policy_option_args(policy_option_args or [], [policy]).get(policy, {})
         start_model = load_model_file(model) if model is not None else None
-        if start_model is not None:
-            start_from_model(make_policy(policy), start_model)  # a bad file or policy fails before anything starts
+        if start_model is not None:  # a bad file or policy fails before anything starts
+            start_from_model(make_policy(policy, **popts), start_model)
         else:
-            make_policy(policy)  # an unknown id fails before anything starts
-        period = parse_duration(control_period, "--control-period")
-        warm = parse_duration(warmup, "--warmup") if warmup not in ("0", "0s") else 0.0
+            make_policy(policy, **popts)  # an unknown id fails before anything starts
+        ControllerConfig(**controller)  # options that contradict each other fail before anything starts
         stop_after = parse_duration(duration, "--duration") if duration else None
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
         if testbed is None:
@@ -141,9 +147,9 @@ def register(app: typer.Typer) -> None:
         try:
             names = tb.fleet.names
             lmap_run = lmap.subset(names)
-            config = ControllerConfig(control_period_s=period, warmup_s=warm, min_replicas=min_replicas,
-                                      max_replicas=max_replicas or len(names))
-            be = LocalBackend(tb.fleet, tb.job, lmap_run, strategy=strategy, control_period_s=period, wan=tb.wan)
+            config = ControllerConfig(**{**controller, "max_replicas": controller["max_replicas"] or len(names)})
+            be = LocalBackend(tb.fleet, tb.job, lmap_run, strategy=strategy, control_period_s=config.control_period_s,
+                              wan=tb.wan)
             live_view = LiveView(f"gesscale run: {policy} on {len(names)} fog nodes ({strategy})")
             listeners = [metrics.on_step, live_view.on_step]
             if not view:
@@ -152,7 +158,7 @@ def register(app: typer.Typer) -> None:
                     f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "
                     f"replicas={','.join(r.observation.replicas)} -> {r.decision.reason}"))
             ctl = LiveController(be, policy, lmap_run, config, state or tb.fleet.run_dir / "controller.json",
-                                 listeners, initial_model=start_model)
+                                 listeners, initial_model=start_model, policy_options=popts)
             summary = ctl.policy.model_summary() or {}
             if ctl.resume_note:
                 console.print(ctl.resume_note)

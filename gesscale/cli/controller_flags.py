@@ -45,9 +45,12 @@ def option_for(spec: OptionSpec, env: str, aliases: tuple[str, ...] = (), help: 
                         show_default=env != "sim")
 
 
-def single_flag(name: str, env: str, help: str | None = None) -> Any:
-    """The typer option of one controller option, for a command that takes only that one (`calibrate --seed`)."""
-    return option_for(controller_option(name), env, help=help)
+def single_flag(name: str, help: str | None = None) -> Any:
+    """The typer option of one controller option with its base default, for a command that takes only that one
+    (`calibrate --seed`)."""
+    spec = controller_option(name)
+    default = spec.show(spec.default) if spec.kind == "duration" else spec.default
+    return typer.Option(default, spec.flag, help=help or spec.help)
 
 
 def controller_flags(env: str, aliases: Mapping[str, tuple[str, ...]] | None = None,

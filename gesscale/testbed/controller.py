@@ -83,9 +83,9 @@ class LiveController:
 
     def __init__(self, backend: LocalBackend, policy_id: str, latency_map: LatencyMap, config: ControllerConfig,
                  state_path: Path, listeners: list[Callable[[StepRecord, dict[str, Any] | None], None]],
-                 initial_model: PerformanceModel | None = None) -> None:
+                 initial_model: PerformanceModel | None = None, policy_options: dict[str, Any] | None = None) -> None:
         self.backend = backend
-        self.policy = make_policy(policy_id)
+        self.policy = make_policy(policy_id, **(policy_options or {}))
         if initial_model is not None:
             start_from_model(self.policy, initial_model)
         self.state_path = Path(state_path)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.options import controller_option
 from gesscale.workloads import TAXI_HOURLY_SHARE, taxi_mean_rate
 
 DUPLICATION = 3  # each ride is sent three times (distinct keys), as in Gesscale's experiments
@@ -50,8 +51,8 @@ class DemoOptions:
     # Start at the end of the night trough: the morning rise comes within seconds (the first scale-up early),
     # the evening peak follows, and the night after it ends the day (scale-down).
     start_hour: int = 6
-    control_period_s: float = 10.0
-    warmup_s: float = 10.0
+    control_period_s: float = controller_option("control_period_s").default_for("demo")  # gesscale options
+    warmup_s: float = controller_option("warmup_s").default_for("demo")
     drain_timeout_s: float = 120.0
     max_rows_per_batch: int = 2000
     partitions: int = 6
@@ -64,6 +65,8 @@ class DemoOptions:
     port_shift: int = 0  # added to every default port of the testbed (run two demos side by side)
     query: str = "nearest-landmark"  # the job's `--query` (docs/queries.md)
     listeners: list[Callable[..., None]] = field(default_factory=list)
+    controller: dict[str, Any] = field(default_factory=dict)  # the other controller options (`gesscale options`)
+    policy_options: dict[str, Any] = field(default_factory=dict)  # options of `policy` (`--policy-option`)
 
     @property
     def speed(self) -> float:
@@ -203,8 +206,9 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         tb.save()
         tb.job.wait_ready(1)
         timings["setup_s"] = time.monotonic() - t_start
-        config = ControllerConfig(control_period_s=opts.control_period_s, warmup_s=opts.warmup_s,
-                                  min_replicas=1, max_replicas=opts.nodes)
+        config = ControllerConfig(**{**opts.controller, "control_period_s": opts.control_period_s,
+                                     "warmup_s": opts.warmup_s,
+                                     "max_replicas": opts.controller.get("max_replicas") or opts.nodes})
         say(f"testbed up in {timings['setup_s']:.0f} s; the job's first micro-batch ({WARMUP_RECORDS} warm-up "
             "records) starts the executor's JVM code and Python workers inside its budget ...")
         t_warm = time.monotonic()
@@ -233,7 +237,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
                                control_period_s=opts.control_period_s, wan=tb.wan)
-        ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners)
+        ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners,
+                             policy_options=opts.policy_options)
         deadline = t_run + opts.day_s + opts.drain_timeout_s
 
         drained_periods = 0

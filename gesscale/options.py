@@ -188,8 +188,10 @@ def policy_options(policy_id: str) -> list[OptionSpec]:
     (a starting `model`) are not options: they are set by other means (`--model`)."""
     cls = _policy_class(policy_id)
     helps: dict[str, str] = {}
+    bounds: dict[str, tuple[float | None, float | None, bool]] = {}
     for base in reversed(cls.__mro__):
         helps.update(getattr(base, "option_help", None) or {})
+        bounds.update(getattr(base, "option_bounds", None) or {})
     out = []
     for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is p.empty:
@@ -200,8 +202,12 @@ def policy_options(policy_id: str) -> list[OptionSpec]:
         kind, optional = _TYPES[annotation]
         if kind == "float" and p.name.endswith("_s"):
             kind = "duration"
-        lo = None if kind == "bool" else 0.0
-        out.append(OptionSpec(p.name, kind, p.default, helps.get(p.name, ""), lo=lo, optional=optional))
+        # Counts are at least 1 and other numbers at least 0 unless the class says otherwise (`option_bounds`:
+        # name -> (lo, hi, lo_open), e.g. a divisor that must be > 0).
+        lo, hi, lo_open = bounds.get(p.name, (None, None, False) if kind == "bool" else
+                                     (1.0 if kind == "int" else 0.0, None, False))
+        out.append(OptionSpec(p.name, kind, p.default, helps.get(p.name, ""), lo=lo, hi=hi, lo_open=lo_open,
+                              optional=optional))
     return out
 
 

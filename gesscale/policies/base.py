@@ -71,6 +71,10 @@ class Policy(ABC):
     latency_aware: ClassVar[bool] = True
     # Reconfigurations of this policy take no time (the oracle); every other policy pays the backend's pause.
     instant: ClassVar[bool] = False
+    # Its options are its constructor's keyword arguments (name, type, default); `option_help` gives each a
+    # line for `gesscale options`, `option_bounds` a range other than the default (`gesscale.options`).
+    option_help: ClassVar[dict[str, str]] = {}
+    option_bounds: ClassVar[dict[str, tuple]] = {}
 
     @abstractmethod
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -78,6 +78,13 @@ def recovery_time_s(backlog: float, rate: float, capacity: float, pause_s: float
 @register
 class DaedalusPolicy(Policy):
     """Daedalus: capacity regression + workload forecast + recovery-time target (600 s)."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "recovery_target_s": "A configuration is feasible when it recovers the backlog within this long (s).",
+        "forecast_horizon_s": "The forecast input is the peak of Holt's forecast over this horizon (s).",
+        "min_gap_s": "Never rescale twice within this long (s).",
+        "restart_prior_s": "Rescale downtime assumed until a pause has been measured (s).",
+    }
 
     id = "daedalus"
     summary = "Daedalus (ICPE'24): CPU→throughput capacity, Holt forecast, recovery time ≤ 600 s, random node"

@@ -17,7 +17,7 @@ Options: `bp_threshold` (0.1: less back pressure is noise), `scale_down_factor` 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
@@ -37,6 +37,20 @@ def dhalion_scale_down(n: int, factor: float) -> int:
 @register
 class DhalionPolicy(Policy):
     """Dhalion: back-pressure-proportional scale-up, cautious scale-down with undo and black-list."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "bp_threshold": "Back-pressure fraction of a period below which it counts as noise.",
+        "scale_down_factor": "Scale-down: n' = floor(n * factor), at least one fewer.",
+        "down_periods": "Consecutive idle periods (no back pressure, near-empty queues) before a scale-down.",
+        "empty_backlog_s": "A queue is near-empty below this many seconds of input (s).",
+        "blacklist_s": "A scale-down undone by back pressure is black-listed this long (s).",
+        "max_bp": "Back pressure is capped at this in the scale-up factor 1 + bp/(1 - bp).",
+    }
+    # (lo, hi, lo_open) of an option whose range is not the default (counts >= 1, numbers >= 0).
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "max_bp": (0.0, 0.99, False),
+        "scale_down_factor": (0.0, 1.0, False),
+    }
 
     id = "dhalion"
     summary = "Dhalion (VLDB'17): n·(1+bp/(1-bp)) under back pressure, ×0.8 when idle queues, undo+blacklist"

@@ -16,6 +16,7 @@ Options: `over_provisioning` (1.0 = DS2 as published; > 1 adds head-room).
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
@@ -32,6 +33,14 @@ def ds2_parallelism(target_rate: float, true_rate_per_replica: float, over_provi
 @register
 class DS2Policy(Policy):
     """DS2: parallelism = input rate / true processing rate per replica (busy-time based)."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "over_provisioning": "Factor on DS2's instance count ceil(factor * input / true rate per replica).",
+    }
+    # (lo, hi, lo_open) of an option whose range is not the default (counts >= 1, numbers >= 0).
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "over_provisioning": (0.0, None, True),
+    }
 
     id = "ds2"
     summary = "DS2 (OSDI'18): n = ceil(input rate / true processing rate per replica from busy time), random node"

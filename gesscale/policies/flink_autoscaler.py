@@ -23,7 +23,7 @@ Latency-unaware (random node).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
@@ -40,6 +40,22 @@ def target_capacity(input_rate: float, lag: float, utilisation: float, restart_s
 @register
 class FlinkAutoscalerPolicy(Policy):
     """Flink Kubernetes operator autoscaler: busy-time true rate, catch-up and restart-aware target capacity."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "stabilization_s": "No decision this long after a rescale (s).",
+        "window_s": "Metric window the rates are averaged over (s).",
+        "target_utilisation": "Target busy-time utilisation of the new parallelism.",
+        "boundary": "No rescale while utilisation is within target +- this.",
+        "restart_s": "Restart time the target capacity provisions for (s).",
+        "catch_up_s": "The lag is to be caught up within this long (s).",
+        "scale_down_interval_s": "A scale-down waits this long after the last scale-up (s).",
+        "scale_down_max_factor": "A scale-down removes at most this fraction of the parallelism.",
+    }
+    # (lo, hi, lo_open) of an option whose range is not the default (counts >= 1, numbers >= 0).
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "target_utilisation": (0.0, 1.0, True),
+        "scale_down_max_factor": (0.0, 1.0, False),
+    }
 
     id = "flink-autoscaler"
     summary = "Flink K8s operator autoscaler: lag/catch-up + input·restart/catch-up + input/0.7, 1 h scale-down delay"

@@ -42,7 +42,7 @@ of `--seed 2`, never looked at while tuning; docs/policies.md gives both and the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from gesscale import placement
 from gesscale.model import Measurement, PerformanceModel
@@ -87,6 +87,22 @@ def peak_backlog(backlog: float, rate: float, slope: float, capacity: float, pau
 @register
 class GesscalePlusPolicy(Policy):
     """Model-based sizing on a projected backlog within a delay budget, deferral and payback (module docstring)."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "delay_budget_s": "D: the queue may hold this many seconds of processing, plus the move's own pause (s).",
+        "down_budget_s": "The tighter budget of a scale-down (s).",
+        "horizon_s": "H: the backlog projection's horizon (s).",
+        "trend_weight": "Weight of Holt's trend in the projected input (0: the period's rate stays).",
+        "payback_factor": "A scale-down waits payback_factor * m*P / (n - m) seconds of holding.",
+        "defer": "Defer a scale-up while one more period keeps the backlog within the deferral budget.",
+        "beta_prior": "Scale-out beyond the largest size measured is taken as (m / n_hi)^beta_prior.",
+        "final_budget_s": "F: the backlog must be back under F * C(m) at the horizon (s).",
+        "empty_backlog_s": "Scale down only with a backlog of at most this many seconds of input (s).",
+        "defer_budget_s": "Deferral keeps the backlog within this many seconds of C(n) (s).",
+        "min_busy": "Busy ratio from which throughput / busy counts as an MST measurement.",
+        "pause_prior_s": "Reconfiguration pause assumed until one has been measured (s).",
+        "calibrate_every": "A configuration's later MST estimates enter the model as the mean of this many periods.",
+    }
 
     id = "gesscale-plus"
     summary = "ours: Gesscale's model; rides bursts on a queue within a delay budget, scales up late and once, payback"

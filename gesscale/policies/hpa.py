@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
@@ -65,6 +65,16 @@ class StabilizationWindow:
 
 class _HPABase(Policy):
     """The HPA loop around a metric; subclasses say which metric."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "target": "Target utilisation the HPA compares its metric with.",
+        "tolerance": "No change while abs(metric / target - 1) is within this.",
+        "stabilization_s": "Scale-down stabilisation: the highest recommendation of this long applies (s).",
+    }
+    # (lo, hi, lo_open) of an option whose range is not the default (counts >= 1, numbers >= 0).
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "target": (0.0, None, True),
+    }
 
     latency_aware = False
 

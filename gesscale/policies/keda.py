@@ -16,7 +16,7 @@ Options: `lag_threshold` (10), `partitions` (None: n_max), `stabilization_s` (30
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
@@ -33,6 +33,17 @@ def keda_desired(total_lag: float, lag_threshold: float, n: int, tolerance: floa
 @register
 class KedaLagPolicy(Policy):
     """KEDA Kafka scaler: replicas = ceil(total lag / lagThreshold), capped at the partitions."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "lag_threshold": "lagThreshold: the average lag per replica aimed at (records).",
+        "partitions": "Most replicas (the topic's partitions); none: n_max.",
+        "stabilization_s": "Scale-down stabilisation of the HPA (s).",
+        "tolerance": "No change while the lag ratio is within this of 1.",
+    }
+    # (lo, hi, lo_open) of an option whose range is not the default (counts >= 1, numbers >= 0).
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "lag_threshold": (0.0, None, True),
+    }
 
     id = "keda-lag"
     summary = "KEDA Kafka scaler: ceil(total lag / lagThreshold=10), capped at partitions, HPA stabilisation"

@@ -21,7 +21,7 @@ reported. Simulator only: on a live backend it holds its replica count.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -85,6 +85,12 @@ def _with(problem: OfflineProblem, **changes: Any) -> OfflineProblem:
 @register
 class OptimalPolicy(Policy):
     """Follows the schedule that `gesscale.optimal_dp` found for this very run (see the module docstring)."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "max_delay_s": "Every record is processed within this long of its arrival (s).",
+        "max_excess": "The run finishes within this fraction of the input's length after its end.",
+        "bins": "Backlog discretisation of the dynamic programme (more: exact, slower).",
+    }
 
     id = "optimal"
     summary = "offline reference: cheapest schedule paying every pause (excess <= 0, delay <= 300 s; DP)"

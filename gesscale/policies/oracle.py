@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
 
@@ -29,6 +31,10 @@ class IdealPolicy(Policy):
 @register
 class StaticPolicy(Policy):
     """A fixed number of replicas (default: keep whatever the run started with)."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "replicas": "The fixed replica count; none: keep the count the run started with.",
+    }
 
     id = "static"
     summary = "fixed replica count (the initial one unless replicas= is given)"

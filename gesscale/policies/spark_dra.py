@@ -15,6 +15,8 @@ Options: `up_ratio` (0.9), `down_ratio` (0.3).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from gesscale.observation import Decision, Observation
 from gesscale.policies.base import Policy, PolicyContext, register
 from gesscale.policies.signals import backlog_at_start, true_rate, utilisation
@@ -42,6 +44,11 @@ def spark_dra_target(n: int, ratio: float, up_ratio: float = 0.9, down_ratio: fl
 @register
 class SparkDRAPolicy(Policy):
     """Spark Streaming dynamic allocation: batch-time / interval ratio >= 0.9 adds, <= 0.3 removes one."""
+    # One line per constructor option, for `gesscale options` and --policy-option (gesscale.options).
+    option_help: ClassVar[dict[str, str]] = {
+        "up_ratio": "Add executors when batch time / interval reaches this.",
+        "down_ratio": "Remove one executor when batch time / interval falls to this.",
+    }
 
     id = "spark-dra"
     summary = "Spark Streaming dynamic allocation: batch time/interval >= 0.9 adds round(ratio), <= 0.3 removes 1"

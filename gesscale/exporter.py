@@ -4,8 +4,8 @@
 metrics, fed by the live runner's listeners (`gesscale.runner`), so they show exactly what the controller saw
 and did: input rate, throughput, backlog, back pressure, CPU, the replicas in use and their nodes, ND_max, what
 the policy recommended (also when, in recommend-only mode, nothing is applied), the model's parameters and the
-reconfigurations with their measured pauses. Every name, type and label: docs/metrics.md, "Prometheus metrics
-of a live run".
+reconfigurations with their measured pauses. Every name, type and label: docs/controller.md, "The live runner
+and its Prometheus metrics".
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ and `log_fields` (what the environment adds to a reconfiguration's log line).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ from gesscale.model import PerformanceModel
 from gesscale.observation import Reconfiguration
 from gesscale.policies.base import Policy, make_policy
 from gesscale.state_file import state_for
+
+log = logging.getLogger(__name__)
 
 Listener = Callable[[StepRecord, "dict[str, Any] | None"], None]
 """Called after each period with its record and the policy's model summary (None for a policy without model)."""
@@ -95,7 +98,7 @@ class RunnerHooks:
     from that moment rather than from the observation that asked for it (None: from the observation).
     `log_fields(rec)`: keys added to the reconfiguration's line in `reconfigurations.jsonl` (e.g. the strategy
     and the measured timing). `on_error(err)`: told of a failed reconfiguration or a missing observation
-    before the runner goes on to the next period (None: ignored).
+    before the runner goes on to the next period (None: logged as a warning).
     """
 
     network: Callable[[float], LatencyMap] | None = None
@@ -138,7 +141,7 @@ class LiveRunner:
         if self.model_from == "file" and self.resumed:
             # The resumed state held no fitted model (a run that never measured): the file's model stands.
             start_from_model(self.policy, initial_model)  # type: ignore[arg-type]
-        self.periods = 0  # periods run by `run`, failed ones included
+        self.periods = 0  # periods stepped, failed ones included
         self.errors: list[Exception] = []
         self.interrupted = False
 
@@ -163,14 +166,17 @@ class LiveRunner:
     def step(self) -> StepRecord | None:
         """Run one period; None when it failed (`ReconfigurationFailed`, `ObservationUnavailable`), reported."""
         try:
-            return self.loop.step()
+            record = self.loop.step()
         except (ReconfigurationFailed, ObservationUnavailable) as err:  # undone by the backend; plan again
+            self.periods += 1
             self.errors.append(err)
             if self.hooks.on_error is not None:
                 self.hooks.on_error(err)
+            else:
+                log.warning("%s: %s", type(err).__name__, err)
             return None
-        finally:
-            self.periods += 1
+        self.periods += 1
+        return record
 
     def run(self, until: Callable[[], bool] | None = None, max_steps: int | None = None,
             catch_interrupt: bool = False) -> list[StepRecord]:

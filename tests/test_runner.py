@@ -146,6 +146,16 @@ def test_a_period_without_observation_counts_and_the_run_goes_on(tmp_path: Path)
     assert isinstance(runner.errors[0], ObservationUnavailable)
 
 
+def test_without_an_error_hook_a_failed_period_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    backend = FakeBackend()
+    backend.no_observation = {1}
+    runner = LiveRunner(backend, Scripted([]), LMAP, _config(), None)
+    with caplog.at_level("WARNING", logger="gesscale.runner"):
+        assert runner.step() is None
+    assert "ObservationUnavailable: no observation this period" in caplog.text
+    assert runner.step() is not None and runner.periods == 2
+
+
 def test_other_errors_are_not_swallowed(tmp_path: Path) -> None:
     backend = FakeBackend()
     backend.apply = lambda placement, instant=False: 1 / 0  # type: ignore[method-assign]

@@ -9,11 +9,27 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from gesscale.errors import UserError
 from gesscale.observation import NodeState, Observation, Placement
 
 # How a live backend reconfigures (`apply`): `live` adds and removes executors while the job runs; `restart`
 # stops the job, changes its nodes and starts it again from its checkpoint. Both live backends accept these.
 STRATEGIES = ("live", "restart")
+
+
+class ReconfigurationFailed(UserError):
+    """`apply` could not make the placement effective and undid what it had changed.
+
+    A live runner (`gesscale.runner`) reports it and plans again at the next period: the cluster is left as
+    `current()` showed it before the call. Each live backend raises its own subclass.
+    """
+
+
+class ObservationUnavailable(UserError):
+    """`observe` got nothing to measure during a whole control period, so no decision can be taken on it.
+
+    A live runner reports it and observes again at the next period.
+    """
 
 
 class Backend(ABC):
@@ -29,11 +45,11 @@ class Backend(ABC):
 
     @abstractmethod
     def observe(self) -> Observation:
-        """Measure the next control period (blocks until it has passed)."""
+        """Measure the next control period (blocks until it has passed); `ObservationUnavailable` if nothing was."""
 
     @abstractmethod
     def apply(self, placement: Placement, instant: bool = False) -> float:
-        """Make `placement` effective; returns the processing pause it caused (s).
+        """Make `placement` effective; returns the processing pause it caused (s); `ReconfigurationFailed` if not.
 
         `instant` asks for a reconfiguration without pause; only the simulator can honour it (the oracle).
         """

@@ -156,13 +156,15 @@ def run(
     the former names of the first three.
     """
     from gesscale.config import ControllerConfig
+    from gesscale.exporter import ControllerMetrics
     from gesscale.k8s.api import KubeApi
-    from gesscale.k8s.backend import K8sBackend, K8sBackendConfig, ObservationUnavailable, ReconfigurationError
-    from gesscale.k8s.exporter import DecisionExporter
+    from gesscale.k8s.backend import K8sBackend, K8sBackendConfig
     from gesscale.k8s.nodes import latency_map_from_nodes, parse_node
     from gesscale.latency_map import load_latency_map
-    from gesscale.mape import ControlLoop
+    from gesscale.mape import StepRecord
+    from gesscale.observation import Reconfiguration
     from gesscale.policies.base import make_policy
+    from gesscale.runner import LiveRunner, RunnerHooks, error_reporter
     from jobs.hook_client import HttpDriverHook
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -185,42 +187,29 @@ def run(
     hook = HttpDriverHook(hook_url, token)
     backend = K8sBackend(kube, hook, lmap, K8sBackendConfig(app=app, namespace=namespace, strategy=strategy,
                                                             control_period_s=cfg.control_period_s))
-    exporter = DecisionExporter()
-    metrics_server = None
+    exporter = ControllerMetrics()
     if metrics_port is not None:
-        from prometheus_client import start_http_server
+        exporter.serve(metrics_port, host="0.0.0.0")  # scraped from outside the pod (Service, port-forward)
 
-        try:
-            metrics_server, _ = start_http_server(metrics_port, registry=exporter.registry)
-        except OSError as err:
-            raise UserError(f"cannot serve metrics on port {metrics_port}: {err.strerror}") from None
-
-    def report(record: object) -> None:
-        exporter.on_step(record)  # type: ignore[arg-type]
-        obs, rec = record.observation, record.reconfiguration  # type: ignore[attr-defined]
+    def report(record: StepRecord, model: object) -> None:
+        obs, rec = record.observation, record.reconfiguration
         what = "no change" if rec is None else (
             f"{rec.kind} +{list(rec.added)} -{list(rec.removed)} -> {list(rec.nodes)} "
-            f"({'applied' if record.applied else 'recommended only'})"  # type: ignore[attr-defined]
+            f"({'applied' if record.applied else 'recommended only'})"
         )
         when = datetime.fromtimestamp(obs.time_s).strftime("%H:%M:%S")
         console.print(f"{when} in={obs.input_rate:.0f}/s out={obs.throughput:.0f}/s "
                       f"backlog={obs.backlog:.0f} n={obs.n} ND_max={obs.nd_max_ms:g} ms: {what}")
 
-    loop = ControlLoop(backend, make_policy(policy, **popts), lmap, cfg, state_path=state, on_step=report)
-    done = 0
+    def log_fields(rec: Reconfiguration) -> dict[str, object]:
+        return {"strategy": strategy}
+
     try:
-        while steps is None or done < steps:
-            try:
-                loop.step()
-            except ReconfigurationError as err:  # undone by the backend; the next period plans again
-                console.print(f"[red]reconfiguration failed:[/red] {err}")
-            except ObservationUnavailable as err:
-                console.print(f"[yellow]{err}[/yellow]")
-            done += 1
-    except KeyboardInterrupt:
-        console.print("stopped")
+        runner = LiveRunner(backend, make_policy(policy, **popts), lmap, cfg, state, [exporter.on_step, report],
+                            RunnerHooks(log_fields=log_fields, on_error=error_reporter(console.print)))
+        runner.run(max_steps=steps, catch_interrupt=True)
+        if runner.interrupted:
+            console.print("stopped")
     finally:
         backend.close()
-        if metrics_server is not None:
-            metrics_server.shutdown()
-            metrics_server.server_close()
+        exporter.close()

@@ -86,12 +86,14 @@ def register(app: typer.Typer) -> None:
 
         from gesscale.backend import STRATEGIES
         from gesscale.config import ControllerConfig
+        from gesscale.exporter import ControllerMetrics
         from gesscale.latency_map import load_latency_map
+        from gesscale.runner import error_reporter
         from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
         from gesscale.testbed.backend import LocalBackend
         from gesscale.testbed.controller import LiveController, parse_duration
         from gesscale.testbed.job import JobSettings
-        from gesscale.testbed.live import ControllerMetrics, LiveView
+        from gesscale.testbed.live import LiveView
         from gesscale.testbed.wan import WanSettings
 
         if backend not in BACKENDS:
@@ -159,6 +161,7 @@ def register(app: typer.Typer) -> None:
                     f"replicas={','.join(r.observation.replicas)} -> {r.decision.reason}"))
             ctl = LiveController(be, policy, lmap_run, config, state or tb.fleet.run_dir / "controller.json",
                                  listeners, initial_model=start_model, policy_options=popts)
+            ctl.hooks.on_error = error_reporter(console.print)  # the period is skipped, the run goes on
             summary = ctl.policy.model_summary() or {}
             if ctl.resume_note:
                 console.print(ctl.resume_note)
@@ -173,13 +176,12 @@ def register(app: typer.Typer) -> None:
                 metrics.serve(metrics_port)
             t_end = time.monotonic() + stop_after if stop_after else None
             until = (lambda: time.monotonic() >= t_end) if t_end else (lambda: False)
-            try:
-                if view:
-                    with Live(live_view, console=console, refresh_per_second=2):
-                        ctl.run(until)
-                else:
-                    ctl.run(until)
-            except KeyboardInterrupt:
+            if view:
+                with Live(live_view, console=console, refresh_per_second=2):
+                    ctl.run(until, catch_interrupt=True)
+            else:
+                ctl.run(until, catch_interrupt=True)
+            if ctl.interrupted:
                 console.print("stopping ...")
         finally:
             metrics.close()

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gesscale.backend import STRATEGIES, Backend
+from gesscale.backend import STRATEGIES, Backend, ReconfigurationFailed
+from gesscale.backend import ObservationUnavailable as NoObservation
 from gesscale.errors import UserError
 from gesscale.k8s.api import KubeApi, KubeApiError
 from gesscale.k8s.names import (
@@ -44,11 +45,11 @@ from jobs.hook_client import DriverHook, HookError
 log = logging.getLogger(__name__)
 
 
-class ReconfigurationError(UserError):
+class ReconfigurationError(ReconfigurationFailed):
     """A placement change could not be made; what this call had changed was undone."""
 
 
-class ObservationUnavailable(UserError):
+class ObservationUnavailable(NoObservation):
     """The driver gave no observation during a whole control period (no decision can be taken on nothing)."""
 
 

@@ -23,7 +23,7 @@ from gesscale.k8s.spec import SubmitSpec
 __all__ = ["CONTROLLER_UID", "METRICS_PORT", "STATE_DIR", "controller_args", "controller_deployment"]
 
 STATE_DIR = "/var/lib/gesscale"
-METRICS_PORT = 9108  # the decision metrics (Prometheus text), `--metrics-port`
+METRICS_PORT = 9108  # the controller's gesscale_* metrics (Prometheus text, docs/metrics.md), `--metrics-port`
 
 
 def controller_args(spec: SubmitSpec) -> list[str]:

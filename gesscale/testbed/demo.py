@@ -151,9 +151,10 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.config import ControllerConfig
     from gesscale.latency_map import load_latency_map
     from gesscale.report import write_json
+    from gesscale.runner import read_reconfigurations
     from gesscale.testbed import DEFAULT_MAP, KAFKA_PORT, Testbed, TestbedConfig
     from gesscale.testbed.backend import LocalBackend
-    from gesscale.testbed.controller import LiveController, read_reconfigurations
+    from gesscale.testbed.controller import LiveController
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.keys import account_job

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gesscale.config import ControllerConfig
+from gesscale.exporter import ControllerMetrics
 from gesscale.k8s.backend import ObservationUnavailable, ReconfigurationError
-from gesscale.k8s.exporter import DecisionExporter
 from gesscale.mape import ControlLoop
 from gesscale.observation import Placement
 from tests.fixtures.k8s import APP, DEPLOYMENTS, NAMESPACE, NODES, PODS, driver_pod
@@ -66,7 +66,7 @@ def test_restart_without_the_driver_deployment_changes_nothing(fake_kube, fake_d
 def test_recommend_only_decides_exports_and_changes_nothing(fake_kube, fake_driver):
     build_cluster(fake_kube, fake_driver)
     backend = make_backend(fake_kube, fake_driver)
-    exporter = DecisionExporter()
+    exporter = ControllerMetrics()
     loop = ControlLoop(backend, ScriptedPolicy([3]), LMAP,
                        ControllerConfig(warmup_s=0, control_period_s=0.3, recommend_only=True),
                        on_step=exporter.on_step)
@@ -76,10 +76,10 @@ def test_recommend_only_decides_exports_and_changes_nothing(fake_kube, fake_driv
     assert [c for c in fake_driver.calls if c[0] != "GET"] == []
     assert labelled(fake_kube) == {"n1", "n2"} and executor_nodes(fake_driver) == {"n1", "n2"}
     text = exporter.text()
-    assert "gesscale_controller_recommended_replicas 3.0" in text
-    assert "gesscale_controller_replicas 2.0" in text
-    assert 'gesscale_controller_recommended_node{node="n4"} 1.0' in text
-    assert 'gesscale_controller_decisions_total{applied="false",kind="up"} 1.0' in text
+    assert "gesscale_recommended_replicas 3.0" in text
+    assert "gesscale_replicas 2.0" in text
+    assert 'gesscale_recommended_node{node="n4"} 1.0' in text
+    assert 'gesscale_decisions_total{applied="false",kind="up"} 1.0' in text
 
 
 def test_observation_summarises_the_batches_of_the_period(fake_kube, fake_driver):

@@ -36,35 +36,13 @@ from gesscale.backend import STRATEGIES, Backend
 from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
-from gesscale.observation import NodeState, Observation, Placement
+from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.observe import InputOffsets, observation_from_batches
 from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
 from jobs.hook_client import HookError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReconfigRecord:
-    """One realised change as measured on the testbed."""
-
-    kind: str
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    nodes: tuple[str, ...]
-    nd_max_ms: float
-    pause_s: float
-    started_s: float
-    took_s: float
-    effective_s: float = 0.0  # when a batch of the new configuration completed (testbed seconds)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"kind": self.kind, "added": list(self.added), "removed": list(self.removed),
-                "nodes": list(self.nodes), "nd_max_ms": self.nd_max_ms, "pause_s": round(self.pause_s, 3),
-                "started_s": round(self.started_s, 3), "took_s": round(self.took_s, 3),
-                "effective_s": round(self.effective_s, 3)}
 
 
 @dataclass
@@ -139,7 +117,7 @@ class LocalBackend(Backend):
             wan.follow_schedule(self.started_s)
         self._input_end = input_end or self._broker_input_end
         self.log = BatchLog(job)
-        self.reconfigurations: list[ReconfigRecord] = []
+        self.reconfigurations: list[Reconfiguration] = []  # as measured: strategy, started_s, took_s, effective_s
         self.stop_event = threading.Event()
         self._stopped = False
         self._last_t = self._last_wall = time.time()
@@ -267,8 +245,11 @@ class LocalBackend(Backend):
         self._last_cpu = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         self.log.poll()
         kind = "up" if len(want) > len(before) else "down"
-        rec = ReconfigRecord(kind, tuple(add), tuple(remove), want, self.latency_map.nd_max(want), pause,
-                             t_start - self.fleet.state.t0, t_end - t_start, time.time() - self.fleet.state.t0)
+        started = t_start - self.fleet.state.t0
+        rec = Reconfiguration(time_s=started, kind=kind, added=tuple(add), removed=tuple(remove), nodes=want,
+                              nd_max_ms=self.latency_map.nd_max(want), pause_s=pause, strategy=self.strategy,
+                              started_s=started, took_s=t_end - t_start,
+                              effective_s=time.time() - self.fleet.state.t0)
         self.reconfigurations.append(rec)
         log.info("%s %s: +%s -%s -> %s, ND_max %.1f ms, pause %.1f s", self.strategy, kind, add, remove, want,
                  rec.nd_max_ms, pause)

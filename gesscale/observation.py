@@ -7,7 +7,7 @@ the contract between the pieces, so none of them depends on another's internals.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -93,7 +93,14 @@ class Placement:
 
 @dataclass(frozen=True)
 class Reconfiguration:
-    """A realised change: when, which nodes came and went, the ND_max after it, and the pause it caused."""
+    """A realised change: when, which nodes came and went, the ND_max after it, and the pause it caused.
+
+    The one record of a reconfiguration. The MAPE loop makes it from its decision (`time_s` of the observation,
+    `reason`); a live backend that measures its changes (the local testbed) also fills in the timing it measured:
+    `strategy`, `started_s` (when the change began), `took_s` (how long it took), `effective_s` (when a batch of
+    the new configuration completed), all in the backend's seconds. `with_measurement` joins the two; unset
+    timing is left out of the JSON form, so a simulated change keeps its keys.
+    """
 
     time_s: float
     kind: str  # "up" | "down"
@@ -103,10 +110,30 @@ class Reconfiguration:
     nd_max_ms: float
     pause_s: float
     reason: str = ""
+    strategy: str | None = None
+    started_s: float | None = None
+    took_s: float | None = None
+    effective_s: float | None = None
+
+    def with_measurement(self, measured: Reconfiguration | None, strategy: str | None = None) -> Reconfiguration:
+        """This decision's record with the timing a backend `measured` (its own record of the same change) and
+        the backend's `strategy` (default: the measured record's)."""
+        timing = {k: getattr(measured, k) for k in MEASURED} if measured is not None else {}
+        return replace(self, **timing, strategy=strategy if strategy is not None else
+                       (measured.strategy if measured is not None else self.strategy))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (the demo report's `reconfigurations` entries carry kind, nodes, nd_max_ms, pause_s)."""
+        """JSON form (the demo report's `reconfigurations` entries carry kind, nodes, nd_max_ms, pause_s; the live
+        controller's `reconfigurations.jsonl` lines also strategy and the measured timing, rounded to ms)."""
         d = asdict(self)
         for k in ("added", "removed", "nodes"):
             d[k] = list(d[k])
+        for k in ("strategy", *MEASURED):
+            if d[k] is None:
+                del d[k]
+            elif k in MEASURED:
+                d[k] = round(d[k], 3)
         return d
+
+
+MEASURED = ("started_s", "took_s", "effective_s")  # the timing a live backend measures (Reconfiguration)

@@ -246,16 +246,17 @@ def _listener(tracker: Any, control: Any, state: JobState, sink: Any) -> Any:
                 except OSError as err:
                     log.warning("executors unavailable: %s", err)
                     executors = []
-                obs = tracker.update(progress, executors)
                 with state.lock:
-                    obs.update(state.counts.pop(obs["batch_id"], {}))
-                    if obs["num_input_rows"] > 0:
+                    counts = state.counts.pop(int(progress["batchId"]), {})
+                obs = tracker.update(progress, executors, counts)
+                if obs.num_input_rows > 0:
+                    with state.lock:
                         state.last_rows_at = time.monotonic()
                 if sink is not None:
-                    sink.write(obs)
+                    sink.write(obs.to_dict())
                 log.info("batch %d: %d rows in %d ms, %.0f rows/s, backlog %d, bp_upstream %.2f, executors %s",
-                         obs["batch_id"], obs["num_input_rows"], obs["batch_duration_ms"], obs["processed_rate"],
-                         obs["backlog"], obs["bp_upstream"], ",".join(e["host"] for e in obs["executors"]))
+                         obs.batch_id, obs.num_input_rows, obs.batch_duration_ms, obs.processed_rate,
+                         obs.backlog, obs.bp_upstream, ",".join(e.host for e in obs.executors))
             except Exception:  # noqa: BLE001 - a metrics bug must not kill the query
                 log.exception("could not build the observation")
 
@@ -269,7 +270,7 @@ def _listener(tracker: Any, control: Any, state: JobState, sink: Any) -> Any:
 
 
 def run(cfg: JobConfig) -> dict[str, Any] | None:
-    """Run the job until it stops; returns the last observation."""
+    """Run the job until it stops; returns the last batch record in its JSON form (`BatchRecord.to_dict`)."""
     from jobs.http_api import TOKEN_ENV, DriverApi, serve
     from jobs.metrics import prometheus_text
     from jobs.observation import ObservationTracker
@@ -279,8 +280,7 @@ def run(cfg: JobConfig) -> dict[str, Any] | None:
     cfg.checkpoint.mkdir(parents=True, exist_ok=True)
     tracker = ObservationTracker(cfg.bp_window_s)
     state = JobState()
-    api = DriverApi(lambda: tracker.latest, prometheus_text(lambda: tracker.latest), None,
-                    os.environ.get(TOKEN_ENV))
+    api = DriverApi(tracker.latest_dict, prometheus_text(lambda: tracker.latest), None, os.environ.get(TOKEN_ENV))
     server = None
     if cfg.http_port is not None:
         try:
@@ -384,7 +384,7 @@ def _stream(cfg: JobConfig, spark: Any, control: Any, tracker: Any, state: JobSt
         _stop_between_batches(query)
         if query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {query.exception()}")
-        return tracker.latest
+        return tracker.latest_dict()
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

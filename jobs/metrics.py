@@ -1,4 +1,4 @@
-"""Exports of the observation: Prometheus text for scraping, and JSON lines appended to a file."""
+"""Exports of the job's batch records: Prometheus text for scraping, and JSON lines appended to a file."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+
+from gesscale.batch_record import BatchRecord
 
 GAUGES = (
     ("batch_id", "Id of the last completed micro-batch"),
@@ -25,9 +27,9 @@ PREFIX = "gesscale_job_"
 
 
 class ObservationCollector:
-    """Prometheus collector reading the latest observation on each scrape (so gone executors disappear)."""
+    """Prometheus collector reading the latest batch record on each scrape (so gone executors disappear)."""
 
-    def __init__(self, latest: Callable[[], dict[str, Any] | None]) -> None:
+    def __init__(self, latest: Callable[[], BatchRecord | None]) -> None:
         self._latest = latest
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -36,19 +38,19 @@ class ObservationCollector:
         if obs is None:
             return
         for key, doc in GAUGES:
-            yield GaugeMetricFamily(PREFIX + key, doc, value=float(obs[key]))
+            yield GaugeMetricFamily(PREFIX + key, doc, value=float(getattr(obs, key)))
         held = GaugeMetricFamily(PREFIX + "held_back", "1 if the last micro-batch left data behind",
-                                 value=1.0 if obs["held_back"] else 0.0)
+                                 value=1.0 if obs.held_back else 0.0)
         yield held
-        yield GaugeMetricFamily(PREFIX + "executors", "Active executors", value=len(obs["executors"]))
+        yield GaugeMetricFamily(PREFIX + "executors", "Active executors", value=len(obs.executors))
         ex = GaugeMetricFamily(PREFIX + "executor", "An active executor and its host", labels=["id", "host"])
-        for e in obs["executors"]:
-            ex.add_metric([e["id"], e["host"]], 1.0)
+        for e in obs.executors:
+            ex.add_metric([e.id, e.host], 1.0)
         yield ex
 
 
-def prometheus_text(latest: Callable[[], dict[str, Any] | None]) -> Callable[[], bytes]:
-    """A function rendering the current observation in the Prometheus text format."""
+def prometheus_text(latest: Callable[[], BatchRecord | None]) -> Callable[[], bytes]:
+    """A function rendering the latest batch record in the Prometheus text format."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ObservationCollector(latest))
     return lambda: generate_latest(registry)

@@ -27,6 +27,7 @@ from typing import Any
 
 from gesscale.backend import STRATEGIES, Backend, ReconfigurationFailed
 from gesscale.backend import ObservationUnavailable as NoObservation
+from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
 from gesscale.k8s.api import KubeApi, KubeApiError
 from gesscale.k8s.names import (
@@ -40,6 +41,7 @@ from gesscale.k8s.names import (
 from gesscale.k8s.nodes import parse_node
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement
+from gesscale.observe import observation_from_batches
 from jobs.hook_client import DriverHook, HookError
 
 log = logging.getLogger(__name__)
@@ -144,19 +146,21 @@ class K8sBackend(Backend):
     def observe(self) -> Observation:
         """Sample the driver's observation over one control period and summarise it.
 
-        Rows processed = mean rows of the sampled micro-batches × the number of batches completed in the
-        period (exact when every batch was sampled); input rate = (processed + backlog growth) / period.
+        The driver only serves its latest batch record, so the period's batches are samples: rows processed =
+        mean rows of the sampled micro-batches × the number of batches completed in the period (exact when every
+        batch was sampled); the backlog is the job's own; input rate = (processed + backlog growth) / period.
         `bp_upstream` is the share of sampled batches that were held back (docs/controller.md, "Back pressure").
+        The arithmetic is `gesscale.observe.observation_from_batches` (`sampled=True`, no broker offsets).
         """
         start = self._clock()
         first = self._sample()
-        seen: dict[int, dict[str, Any]] = {}
+        seen: dict[int, BatchRecord] = {}
         deadline = start + self.cfg.control_period_s
         while (now := self._clock()) < deadline:
             self._sleep(min(self.cfg.sample_s, deadline - now))
             obs = self._sample()
-            if obs is not None and (first is None or obs["batch_id"] > first["batch_id"]):
-                seen[int(obs["batch_id"])] = obs
+            if obs is not None and (first is None or obs.batch_id > first.batch_id):
+                seen[obs.batch_id] = obs
         if first is None and not seen:
             raise ObservationUnavailable(
                 f"no observation from the driver in {self.cfg.control_period_s:g} s (not started, restarting, "
@@ -164,39 +168,27 @@ class K8sBackend(Backend):
             )
         elapsed = max(self._clock() - start, 1e-9)
         last = seen[max(seen)] if seen else first
-        backlog0 = float(first["backlog"]) if first else 0.0
-        backlog1 = float(last["backlog"]) if last else 0.0
-        processed = 0.0
-        if seen:
-            base = first["batch_id"] if first else min(seen) - 1
-            span = max(seen) - base
-            processed = sum(float(o["num_input_rows"]) for o in seen.values()) / len(seen) * span
-        growth = backlog1 - backlog0
-        held = [bool(o.get("held_back")) for o in seen.values()]
-        bp = sum(held) / len(held) if held else float(last.get("bp_upstream", 0.0)) if last else 0.0
         placement = self.current()
-        return Observation(
+        return observation_from_batches(
+            list(seen.values()),
             # Wall-clock seconds: the loop's saved "last reconfiguration" time stays valid across controller restarts.
             time_s=self._wall(),
             period_s=elapsed,
-            input_rate=max(0.0, (processed + growth) / elapsed),
-            throughput=processed / elapsed,
-            backlog=backlog1,
-            backlog_growth=growth,
-            bp_upstream=bp,
-            bp_operator=float(last.get("bp_operator", 0.0)) if last else 0.0,
             replicas=placement.nodes,
             nd_max_ms=placement.nd_max_ms,
-            extra={"batches": len(seen), "executors": list((last or {}).get("executors", []))},
+            before=first,
+            sampled=True,
+            extra={"executors": [e.to_dict() for e in last.executors] if last else []},
         )
 
-    def _sample(self) -> dict[str, Any] | None:
-        """The driver's latest observation; None when it has none yet or does not answer (logged)."""
+    def _sample(self) -> BatchRecord | None:
+        """The driver's latest batch record; None when it has none yet or does not answer (logged)."""
         try:
-            return self.hook.observation()
+            answer = self.hook.observation()
         except HookError as err:
             log.warning("observation sample lost: %s", err)
             return None
+        return BatchRecord.from_dict(answer) if answer is not None else None
 
     @property
     def finished(self) -> bool:

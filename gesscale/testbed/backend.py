@@ -1,14 +1,15 @@
 """The `local` backend: the real Spark job on the fog-in-a-box testbed of this machine (gesscale.testbed).
 
 Monitor: every control period the backend reads the micro-batches the job completed (its JSON-lines record, one
-line per batch, so none is missed), and the input topic's end offsets from the broker:
+`BatchRecord` per line, so none is missed), and the input topic's end offsets from the broker, and summarises
+them with `gesscale.observe.observation_from_batches` (the complete log, with the broker's offsets):
 - throughput CT = rows of the batches completed in the period / period;
 - input rate IR = growth of Σ end offsets of the input topic / period (what arrived, exactly);
 - backlog = Σ end offsets − rows processed so far (batch ids counted once: a batch replayed after a restart
   is not counted twice);
 - BP_{i-1} = share of the period's batches that were held back by admission control (docs/controller.md); 0 when no
   batch completed (a pause is not a measurement of MST);
-- CPU = CPU seconds of the replicas' cgroups / (period × their budgets).
+- CPU = CPU seconds of the replicas' cgroups / (period × their budgets) (read here, passed in).
 
 Execute, per strategy (docs/controller.md):
 - `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
@@ -32,36 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gesscale.backend import STRATEGIES, Backend
+from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
-from gesscale.observation import NodeState, Observation, Placement
+from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
+from gesscale.observe import InputOffsets, observation_from_batches
 from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
 from jobs.hook_client import HookError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReconfigRecord:
-    """One realised change as measured on the testbed."""
-
-    kind: str
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    nodes: tuple[str, ...]
-    nd_max_ms: float
-    pause_s: float
-    started_s: float
-    took_s: float
-    effective_s: float = 0.0  # when a batch of the new configuration completed (testbed seconds)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"kind": self.kind, "added": list(self.added), "removed": list(self.removed),
-                "nodes": list(self.nodes), "nd_max_ms": self.nd_max_ms, "pause_s": round(self.pause_s, 3),
-                "started_s": round(self.started_s, 3), "took_s": round(self.took_s, 3),
-                "effective_s": round(self.effective_s, 3)}
 
 
 @dataclass
@@ -70,23 +51,23 @@ class BatchLog:
 
     job: TestbedJob
     offset: int = 0
-    batches: list[dict[str, Any]] = field(default_factory=list)
+    batches: list[BatchRecord] = field(default_factory=list)
     seen_ids: set[int] = field(default_factory=set)
     processed: int = 0  # rows of distinct batch ids
 
-    def poll(self) -> list[dict[str, Any]]:
+    def poll(self) -> list[BatchRecord]:
         """New batches since the last poll."""
         new, self.offset = read_batches(self.job.batches_path, self.offset)
         for b in new:
-            if b["batch_id"] not in self.seen_ids:
-                self.seen_ids.add(b["batch_id"])
-                self.processed += int(b["num_input_rows"])
+            if b.batch_id not in self.seen_ids:
+                self.seen_ids.add(b.batch_id)
+                self.processed += b.num_input_rows
         self.batches.extend(new)
         return new
 
     def completions_between(self, t0: float, t1: float) -> list[float]:
         """Completion times (unix s) of the batches in [t0, t1]."""
-        return [b["time"] for b in self.batches if t0 <= b["time"] <= t1]
+        return [b.time for b in self.batches if t0 <= b.time <= t1]
 
 
 def longest_gap(times: list[float], start: float, end: float) -> float:
@@ -103,12 +84,12 @@ def longest_gap(times: list[float], start: float, end: float) -> float:
     return max((b - a for a, b in zip(points, points[1:], strict=False)), default=0.0)
 
 
-def first_batch_started_after(batches: list[dict[str, Any]], t: float) -> float | None:
+def first_batch_started_after(batches: list[BatchRecord], t: float) -> float | None:
     """Completion time of the earliest-completed batch that started at or after `t` (None if none has yet).
 
     A batch's start is its completion `time` minus its `batch_duration_ms`.
     """
-    done = [b["time"] for b in batches if b["time"] - b["batch_duration_ms"] / 1000.0 >= t]
+    done = [b.time for b in batches if b.started >= t]
     return min(done) if done else None
 
 
@@ -136,7 +117,7 @@ class LocalBackend(Backend):
             wan.follow_schedule(self.started_s)
         self._input_end = input_end or self._broker_input_end
         self.log = BatchLog(job)
-        self.reconfigurations: list[ReconfigRecord] = []
+        self.reconfigurations: list[Reconfiguration] = []  # as measured: strategy, started_s, took_s, effective_s
         self.stop_event = threading.Event()
         self._stopped = False
         self._last_t = self._last_wall = time.time()
@@ -189,7 +170,7 @@ class LocalBackend(Backend):
         t1 = None
         while t1 is None:
             self.log.poll()
-            done = [b["time"] for b in self.log.batches if b["time"] > self._last_t]
+            done = [b.time for b in self.log.batches if b.time > self._last_t]
             if done and max(done) >= deadline - 0.5 * self.period_s:
                 t1 = max(done)
             elif self._input_end() <= self.log.processed:
@@ -202,39 +183,29 @@ class LocalBackend(Backend):
                 self.stop_event.wait(0.5)
         t0, self._last_t = self._last_t, t1
         period = max(t1 - t0, 1e-6)
-        batches = [b for b in self.log.batches if t0 < b["time"] <= t1]
-        rows = sum(int(b["num_input_rows"]) for b in batches)
+        batches = [b for b in self.log.batches if t0 < b.time <= t1]
         wall = time.time()
         end = self._input_end()
         arrived, self._last_end = end - self._last_end, end
         input_period, self._last_wall = max(wall - self._last_wall, 1e-6), wall
-        backlog = max(0, end - self.log.processed)
-        previous_backlog = max(0, end - arrived - (self.log.processed - rows))
         placement = self.current()
         cpu_now = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         used = sum(cpu_now[n] - self._last_cpu.get(n, 0.0) for n in placement.nodes)
         budget = sum(self.fleet.state.nodes[n].cores for n in placement.nodes) * period
         self._last_cpu = cpu_now
-        extra: dict[str, Any] = {"batches": len(batches), "processed_total": self.log.processed, "input_total": end}
+        extra: dict[str, Any] = {"processed_total": self.log.processed, "input_total": end}
         if self.wan is not None and (problem := self.wan.health()) is not None:
             # Never let a period pass as emulated when it was not: restart the daemon and say so in the period.
             extra["wan_restarted_s"] = self.wan.restart(problem)
             extra["wan_problem"] = problem
-        held = sum(1 for b in batches if b.get("held_back"))
-        busy = sum(b["batch_duration_ms"] for b in batches) / 1000.0 / period
-        return Observation(
+        return observation_from_batches(
+            batches,
             time_s=self.now_s(),
             period_s=period,
-            input_rate=arrived / input_period,
-            throughput=rows / period,
-            backlog=float(backlog),
-            backlog_growth=float(backlog - previous_backlog),
-            bp_upstream=held / len(batches) if batches else 0.0,
-            bp_operator=0.0,
             replicas=placement.nodes,
             nd_max_ms=placement.nd_max_ms,
+            offsets=InputOffsets(end=end, arrived=arrived, elapsed_s=input_period, processed=self.log.processed),
             cpu=min(1.0, used / budget) if budget > 0 else None,
-            busy=min(1.0, busy),
             extra=extra,
         )
 
@@ -274,8 +245,11 @@ class LocalBackend(Backend):
         self._last_cpu = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         self.log.poll()
         kind = "up" if len(want) > len(before) else "down"
-        rec = ReconfigRecord(kind, tuple(add), tuple(remove), want, self.latency_map.nd_max(want), pause,
-                             t_start - self.fleet.state.t0, t_end - t_start, time.time() - self.fleet.state.t0)
+        started = t_start - self.fleet.state.t0
+        rec = Reconfiguration(time_s=started, kind=kind, added=tuple(add), removed=tuple(remove), nodes=want,
+                              nd_max_ms=self.latency_map.nd_max(want), pause_s=pause, strategy=self.strategy,
+                              started_s=started, took_s=t_end - t_start,
+                              effective_s=time.time() - self.fleet.state.t0)
         self.reconfigurations.append(rec)
         log.info("%s %s: +%s -%s -> %s, ND_max %.1f ms, pause %.1f s", self.strategy, kind, add, remove, want,
                  rec.nd_max_ms, pause)
@@ -336,7 +310,7 @@ class LocalBackend(Backend):
                 # Nothing is waiting to be processed (the input is idle): the change delayed no record.
                 return 0.0
             time.sleep(0.5)
-        times = [b["time"] for b in self.log.batches]
+        times = [b.time for b in self.log.batches]
         if settled is None:
             # No batch yet: the pause lasts at least until now (a lower bound, reported as such in the log).
             log.warning("no micro-batch of the new configuration completed within %.0f s", self.settle_timeout_s)

@@ -47,9 +47,8 @@ def testbed_hooks(backend: LocalBackend, latency_map: LatencyMap) -> RunnerHooks
             return latency_map.at(max(0.0, now_s + backend.fleet.state.t0 - backend.started_s))
 
     def log_fields(rec: Reconfiguration) -> dict[str, Any]:
-        measured = backend.reconfigurations[-1].to_dict() if backend.reconfigurations else {}
-        timing = {k: measured[k] for k in ("started_s", "took_s", "effective_s") if k in measured}
-        return {"strategy": backend.strategy, **timing}
+        measured = backend.reconfigurations[-1] if backend.reconfigurations else None
+        return rec.with_measurement(measured, strategy=backend.strategy).to_dict()
 
     return RunnerHooks(network=network, effective_at=backend.now_s, log_fields=log_fields)
 

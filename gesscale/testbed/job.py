@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gesscale.batch_record import BatchRecord, BatchRecordError
 from gesscale.errors import UserError
 from gesscale.process import ManagedProcess, log_tail, port_is_free, spawn
 from jobs import spark_security
@@ -157,8 +158,11 @@ class TestbedJob:
         return log_tail(self.log_path, lines)
 
 
-def read_batches(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Observations appended to `path` from byte `offset`; returns them and the offset after the last full line."""
+def read_batches(path: Path, offset: int = 0) -> tuple[list[BatchRecord], int]:
+    """Batch records appended to `path` from byte `offset`; returns them and the offset after the last full line.
+
+    A line that is not JSON (a torn write) is skipped; a JSON line that is not a batch record raises
+    `BatchRecordError` naming the file."""
     try:
         with path.open("rb") as fh:
             fh.seek(offset)
@@ -168,6 +172,12 @@ def read_batches(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int
     out = []
     end = data.rfind(b"\n") + 1
     for line in data[:end].splitlines():
-        with contextlib.suppress(ValueError):
-            out.append(json.loads(line))
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        try:
+            out.append(BatchRecord.from_dict(d))
+        except BatchRecordError as err:
+            raise BatchRecordError(f"{path}: {err}") from None
     return out, offset + end

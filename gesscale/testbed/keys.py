@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from gesscale.batch_record import BatchRecord
+
 if TYPE_CHECKING:
     from gesscale.testbed.job import TestbedJob
 
@@ -127,7 +129,7 @@ def _checkpoint_ends(checkpoint: Path) -> dict[int, dict[int, int]]:
     return ends
 
 
-def batch_ranges(checkpoint: Path, observations: Iterable[dict[str, Any]]) -> list[BatchRange]:
+def batch_ranges(checkpoint: Path, observations: Iterable[BatchRecord]) -> list[BatchRange]:
     """The input range of every committed micro-batch: the job's per-batch observations (`batches.jsonl`, one
     line per batch after its commit, with `start_offsets`/`end_offsets`), completed from the checkpoint's offset
     log for a batch without its line (a driver killed between a commit and the line). One entry per distinct
@@ -135,9 +137,9 @@ def batch_ranges(checkpoint: Path, observations: Iterable[dict[str, Any]]) -> li
     seen: dict[tuple[int, frozenset[tuple[int, int, int]]], BatchRange] = {}
     ends: dict[int, dict[int, int]] = {}
     for obs in observations:
-        if "end_offsets" not in obs:
+        if obs.end_offsets is None:
             continue
-        r = BatchRange(int(obs["batch_id"]), _ints(obs.get("start_offsets")), _ints(obs["end_offsets"]))
+        r = BatchRange(obs.batch_id, _ints(obs.start_offsets), _ints(obs.end_offsets))
         seen.setdefault((r.batch_id, r.intervals()), r)
         ends[r.batch_id] = r.end
     logged = {b for b, _ in seen}
@@ -266,5 +268,5 @@ def account_job(job: TestbedJob) -> Accounting:
     observations = read_batches(job.batches_path)[0]
     ranges = None if load_query(s.query).per_record else batch_ranges(job.checkpoint, observations)
     acc = account(s.bootstrap, s.input, s.output, s.dead_letter, committed_offsets(job.checkpoint), ranges)
-    late = {int(o["batch_id"]): int(o.get("late_rows") or 0) for o in observations if "batch_id" in o}
+    late = {o.batch_id: o.late_rows for o in observations}
     return replace(acc, late=sum(late.values()))

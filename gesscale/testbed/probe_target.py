@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
 from gesscale.observation import Placement
 from gesscale.probe import ProbeParams, Window, injector_fell_short
@@ -62,24 +63,24 @@ LIVE_PARAMS = ProbeParams(
 
 
 # -- per-second figures from micro-batches (pure) -----------------------------------------------------------
-def distinct_batches(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def distinct_batches(batches: Sequence[BatchRecord]) -> list[BatchRecord]:
     """The first record of each batch id (a batch replayed after a restart processed nothing new)."""
     seen: set[int] = set()
     out = []
     for b in batches:
-        if b["batch_id"] not in seen:
-            seen.add(b["batch_id"])
+        if b.batch_id not in seen:
+            seen.add(b.batch_id)
             out.append(b)
     return out
 
 
-def processed_by(batches: Sequence[dict[str, Any]], t: float) -> float:
+def processed_by(batches: Sequence[BatchRecord], t: float) -> float:
     """Records processed by time `t`, each batch's rows spread evenly over its duration."""
     done = 0.0
     for b in batches:
-        end = float(b["time"])
-        rows = float(b["num_input_rows"])
-        start = end - float(b["batch_duration_ms"]) / 1000.0
+        end = b.time
+        rows = float(b.num_input_rows)
+        start = end - b.batch_duration_ms / 1000.0
         if t >= end:
             done += rows
         elif t > start:
@@ -87,7 +88,7 @@ def processed_by(batches: Sequence[dict[str, Any]], t: float) -> float:
     return done
 
 
-def window_from_samples(batches: Sequence[dict[str, Any]], t0: float, ends: Sequence[tuple[float, float]],
+def window_from_samples(batches: Sequence[BatchRecord], t0: float, ends: Sequence[tuple[float, float]],
                         end0: float | None = None) -> Window:
     """Per-second processed records and backlog of a window that started at `t0`.
 
@@ -109,35 +110,35 @@ def window_from_samples(batches: Sequence[dict[str, Any]], t0: float, ends: Sequ
     return Window(processed, backlog, injected)
 
 
-def saturated_rate(batches: Sequence[dict[str, Any]]) -> float | None:
+def saturated_rate(batches: Sequence[BatchRecord]) -> float | None:
     """Throughput over the held-back batches of a drained burst: rows of the 2nd..last held-back batch over the
     time from the completion of the 1st to that of the last (whole batches only; the 1st, which also starts a
     new executor's Python workers, is left out); None with fewer than 3."""
-    held = [b for b in distinct_batches(batches) if b.get("held_back") and b["num_input_rows"] > 0]
+    held = [b for b in distinct_batches(batches) if b.held_back and b.num_input_rows > 0]
     if len(held) < 3:
         return None
-    span = float(held[-1]["time"]) - float(held[0]["time"])
-    rows = sum(int(b["num_input_rows"]) for b in held[1:])
+    span = held[-1].time - held[0].time
+    rows = sum(b.num_input_rows for b in held[1:])
     return rows / span if span > 0 else None
 
 
-def steady_rate(batches: Sequence[dict[str, Any]], since: float, last: int = 4) -> float | None:
+def steady_rate(batches: Sequence[BatchRecord], since: float, last: int = 4) -> float | None:
     """Saturated throughput over the newest `last` + 1 held-back batches completed after `since` (wall time):
     what `LocalProbeTarget.warm_up` ends on, once its batches run at a steady speed with more records always
     waiting. None with fewer than 3 such batches."""
-    held = [b for b in distinct_batches([b for b in batches if float(b["time"]) > since])
-            if b.get("held_back") and b["num_input_rows"] > 0]
+    held = [b for b in distinct_batches([b for b in batches if b.time > since])
+            if b.held_back and b.num_input_rows > 0]
     return saturated_rate(held[-(last + 1):])
 
 
-def warmed_up(batches: Sequence[dict[str, Any]], last: int = 3, rise: float = 0.15) -> bool:
+def warmed_up(batches: Sequence[BatchRecord], last: int = 3, rise: float = 0.15) -> bool:
     """True when the job no longer speeds up: the throughput (rows per second of batch duration) of the newest
     of its last `last` non-empty batches is at most `rise` above that of the oldest of them. False with fewer
     batches."""
-    done = [b for b in distinct_batches(batches) if b["num_input_rows"] > 0 and b.get("batch_duration_ms")]
+    done = [b for b in distinct_batches(batches) if b.num_input_rows > 0 and b.batch_duration_ms]
     if len(done) < last:
         return False
-    speeds = [int(b["num_input_rows"]) * 1000.0 / float(b["batch_duration_ms"]) for b in done[-last:]]
+    speeds = [b.num_input_rows * 1000.0 / b.batch_duration_ms for b in done[-last:]]
     return speeds[-1] <= speeds[0] * (1 + rise)
 
 
@@ -272,7 +273,7 @@ class LocalProbeTarget:
             self._tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
         return sum(int(o) for o in self._consumer.end_offsets(self._tps).values())
 
-    def _batches(self) -> list[dict[str, Any]]:
+    def _batches(self) -> list[BatchRecord]:
         self.backend.log.poll()
         return self.backend.log.batches
 
@@ -303,7 +304,7 @@ class LocalProbeTarget:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self._alive()
-            if any(float(b["time"]) >= t for b in self._batches()):
+            if any(b.time >= t for b in self._batches()):
                 return
             time.sleep(0.2)
         raise UserError(f"the job completed no micro-batch within {timeout_s:.0f} s; see {self.job.log_path}")
@@ -336,7 +337,7 @@ class LocalProbeTarget:
             if elapsed >= seconds * max_factor:
                 self.say(f"    not steady after {elapsed:.0f} s; going on")
                 break
-            if elapsed >= seconds and warmed_up([b for b in self._batches() if float(b["time"]) > t0]):
+            if elapsed >= seconds and warmed_up([b for b in self._batches() if b.time > t0]):
                 break
             if self.backlog() < 2 * rows:
                 self.injector.burst(rows)
@@ -356,7 +357,7 @@ class LocalProbeTarget:
         self.injector.burst(self.burst_batches * self.job.settings.max_rows_per_batch)
         if not self.drain(self.settle_timeout_s):
             raise UserError(f"the burst did not drain within {self.settle_timeout_s:.0f} s")
-        rate = saturated_rate([b for b in self._batches() if float(b["time"]) > t])
+        rate = saturated_rate([b for b in self._batches() if b.time > t])
         if rate is None:
             raise UserError("the burst was processed in fewer than 3 held-back micro-batches; cannot measure "
                             "the saturated throughput (is max_rows_per_batch set?)")

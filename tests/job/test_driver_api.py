@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gesscale.batch_record import BatchRecord
 from jobs.executors import ScalingUnsupported
 from jobs.hook import WARM_RUNS, BadHookRequest, ScalingHook
 from jobs.http_api import DriverApi, serve
@@ -66,8 +67,8 @@ OBS = {"time": 1.0, "batch_id": 4, "num_input_rows": 10, "input_rate": 5.0, "pro
 def api() -> Iterator[tuple[DriverApi, InMemoryCluster]]:
     cluster = InMemoryCluster(["127.0.0.21", "127.0.0.22"])
     cluster.set_target(1)
-    driver_api = DriverApi(lambda: OBS, prometheus_text(lambda: OBS), ScalingHook(cluster, sleep=lambda s: None),
-                           TOKEN)
+    metrics = prometheus_text(lambda: BatchRecord.from_dict(OBS))
+    driver_api = DriverApi(lambda: OBS, metrics, ScalingHook(cluster, sleep=lambda s: None), TOKEN)
     server = serve(driver_api, "127.0.0.1", PORT)
     try:
         yield driver_api, cluster

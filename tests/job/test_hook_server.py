@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gesscale.batch_record import BatchRecord
 from jobs.hook import ScalingHook
 from jobs.http_api import MAX_BODY, DriverApi, serve
 from jobs.metrics import prometheus_text
@@ -25,7 +26,8 @@ WORKERS = 4
 def port() -> Iterator[int]:
     cluster = InMemoryCluster(["127.0.0.21", "127.0.0.22"])
     cluster.set_target(1)
-    api = DriverApi(lambda: OBS, prometheus_text(lambda: OBS), ScalingHook(cluster, sleep=lambda s: None), TOKEN)
+    metrics = prometheus_text(lambda: BatchRecord.from_dict(OBS))
+    api = DriverApi(lambda: OBS, metrics, ScalingHook(cluster, sleep=lambda s: None), TOKEN)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]

@@ -44,11 +44,12 @@ def test_frequent_routes_kill9_then_restart_writes_each_closed_window_once_as_th
     assert all(got[end] == routes for end, routes in want.items())
     # the testbed's accounting of an aggregating query (gesscale/testbed/keys.py) on this crash: every input
     # record in exactly one committed micro-batch, by the job's own batch lines completed by its checkpoint
+    from gesscale.batch_record import BatchRecord
     from gesscale.testbed.keys import batch_ranges, committed_offsets, input_identity, key_counts, tally
 
     inputs = key_counts(kafka_bootstrap, inp, key_of=input_identity(inp))
     outputs, dead = key_counts(kafka_bootstrap, out), key_counts(kafka_bootstrap, dlq)
-    ranges = batch_ranges(tmp_path / "ck", observations(metrics))
+    ranges = batch_ranges(tmp_path / "ck", [BatchRecord.from_dict(o) for o in observations(metrics)])
     acc = tally(inputs, outputs, dead, committed_offsets(tmp_path / "ck"), ranges)
     assert (acc.produced, acc.processed, acc.lost, acc.duplicated, acc.outputs) == (len(recs), len(recs), 0, 0,
                                                                                      len(want))

@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from gesscale.batch_record import BatchRecord
 from gesscale.testbed.keys import (
     INPUT_OFFSETS,
     OUTPUT_KEYS,
@@ -86,7 +87,8 @@ def test_batch_ranges_come_from_the_observations_completed_by_the_checkpoint(tmp
         {"batch_id": 1, "start_offsets": {"0": 2}, "end_offsets": {"0": 4}},  # the same batch twice: one batch
         {"batch_id": 7},  # a line from before the offsets were recorded is ignored
     ]
-    ranges = batch_ranges(ck, observations)
+    timing = {"time": 1.0, "num_input_rows": 2, "batch_duration_ms": 100}
+    ranges = batch_ranges(ck, [BatchRecord.from_dict({**timing, **o}) for o in observations])
     assert [(r.batch_id, r.start, r.end) for r in ranges] == [(0, {}, {0: 2}), (1, {0: 2}, {0: 4}),
                                                               (2, {0: 4}, {0: 6})]
     count = coverage(ranges)

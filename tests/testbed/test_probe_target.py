@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gesscale.batch_record import BatchRecord
 from gesscale.probe import ProbeParams, _succeeds
 from gesscale.testbed.probe_target import (
     LIVE_PARAMS,
@@ -15,12 +16,12 @@ from gesscale.testbed.probe_target import (
 )
 
 
-def _batch(bid: int, end: float, dur_s: float, rows: int, held: bool = False) -> dict:
-    return {"batch_id": bid, "time": end, "batch_duration_ms": int(dur_s * 1000), "num_input_rows": rows,
-            "held_back": held}
+def _batch(bid: int, end: float, dur_s: float, rows: int, held: bool = False) -> BatchRecord:
+    return BatchRecord.from_dict({"batch_id": bid, "time": end, "batch_duration_ms": int(dur_s * 1000),
+                                  "num_input_rows": rows, "held_back": held})
 
 
-def _steady(rate: float, mst: float, t_end: float, durations: tuple[float, ...] = (3.0, 5.0)) -> list[dict]:
+def _steady(rate: float, mst: float, t_end: float, durations: tuple[float, ...] = (3.0, 5.0)) -> list[BatchRecord]:
     """Back-to-back batches (durations cycling through `durations`, as on a busy machine), each taking what
     arrived during the previous one, at most what the capacity `mst` gets through in its duration."""
     out, t, bid, waiting = [], 0.0, 0, 0.0
@@ -105,8 +106,8 @@ def test_live_configurations_are_measured_largest_first() -> None:
     assert measuring_order(configs) == [("a", "b", "c"), ("a", "b"), ("a", "c"), ("a",)]
 
 
-def _timed(durations_ms: list[int], rows: int = 2000) -> list[dict]:
-    return [{"batch_id": i, "time": float(i), "num_input_rows": rows, "batch_duration_ms": d}
+def _timed(durations_ms: list[int], rows: int = 2000) -> list[BatchRecord]:
+    return [BatchRecord(time=float(i), batch_id=i, num_input_rows=rows, batch_duration_ms=d)
             for i, d in enumerate(durations_ms)]
 
 
@@ -115,5 +116,5 @@ def test_warmed_up_once_batches_stop_getting_shorter() -> None:
     assert not warmed_up(_timed([9000, 6000, 4000]))  # still 2.25x faster within three batches
     assert warmed_up(_timed([9000, 6000, 4000, 3800, 3700]))  # 4000 -> 3700 ms: within 15%
     assert warmed_up(_timed([3000, 3100, 3600]))  # slower (noise) is no warming up either
-    empty = [{"batch_id": 9, "time": 9.0, "num_input_rows": 0, "batch_duration_ms": 50}]
+    empty = [BatchRecord(time=9.0, batch_id=9, num_input_rows=0, batch_duration_ms=50)]
     assert not warmed_up(_timed([9000, 6000, 4000]) + empty)  # empty batches say nothing

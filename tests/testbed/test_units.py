@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gesscale.batch_record import BatchRecord, BatchRecordError
 from gesscale.errors import UserError
 from gesscale.latency_map import load_latency_map
 from gesscale.scenario import scenario_from_dict
@@ -46,26 +47,34 @@ def test_longest_gap_spans_the_change() -> None:
 def test_the_change_is_effective_when_a_batch_started_after_it_completed() -> None:
     # The demo's first live scale-up: batch 9 was running when the executor registered (t=78) and finished on
     # the old executor; batch 10 started after it and waited 45.7 s for the new executor's cold start.
-    batches = [{"time": 68.7, "batch_duration_ms": 9881}, {"time": 78.4, "batch_duration_ms": 9763},
-               {"time": 124.1, "batch_duration_ms": 45669}, {"time": 133.1, "batch_duration_ms": 8992}]
+    batches = [BatchRecord(time=t, batch_id=i, num_input_rows=1000, batch_duration_ms=d)
+               for i, (t, d) in enumerate([(68.7, 9881), (78.4, 9763), (124.1, 45669), (133.1, 8992)])]
     settled = first_batch_started_after(batches, 78.0)
     assert settled == pytest.approx(124.1)
-    assert longest_gap([b["time"] for b in batches], 70.0, settled) == pytest.approx(45.7)
+    assert longest_gap([b.time for b in batches], 70.0, settled) == pytest.approx(45.7)
     assert first_batch_started_after(batches, 124.0) == pytest.approx(133.1)
     assert first_batch_started_after(batches, 130.0) is None
 
 
 def test_read_batches_ignores_a_partial_last_line(tmp_path: Path) -> None:
     p = tmp_path / "b.jsonl"
-    p.write_text('{"batch_id": 0}\n{"batch_id": 1}\n{"batch_')
+    rest = '"time": 1.0, "num_input_rows": 5, "batch_duration_ms": 100}'
+    p.write_text(f'{{"batch_id": 0, {rest}\n{{"batch_id": 1, {rest}\n{{"batch_')
     got, off = read_batches(p)
-    assert [b["batch_id"] for b in got] == [0, 1]
+    assert [b.batch_id for b in got] == [0, 1]
     with p.open("a") as fh:
-        fh.write('id": 2}\n')
+        fh.write(f'id": 2, {rest}\n')
     more, off2 = read_batches(p, off)
-    assert [b["batch_id"] for b in more] == [2]
+    assert [b.batch_id for b in more] == [2]
     assert off2 == p.stat().st_size
     assert read_batches(tmp_path / "missing.jsonl", 5) == ([], 5)
+
+
+def test_read_batches_names_the_file_of_a_line_that_is_no_batch_record(tmp_path: Path) -> None:
+    p = tmp_path / "b.jsonl"
+    p.write_text('not json\n{"batch_id": 0, "time": 1.0}\n')  # a torn line is skipped, a wrong record is not
+    with pytest.raises(BatchRecordError, match=r"b\.jsonl: batch record lacks 'num_input_rows', 'batch_duration_ms'"):
+        read_batches(p)
 
 
 def test_read_reconfigurations_skips_garbage(tmp_path: Path) -> None:

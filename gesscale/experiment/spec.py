@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.options import controller_from_dict, policy_options_from_dict
 from gesscale.schema import check_keys, number
 
 SPEC_KEYS = ("name", "environment", "scenario", "latency_map", "workload", "control_period_s", "policies", "seeds",
@@ -123,7 +124,6 @@ def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
 
 def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None) -> ExperimentSpec:
     """Check a parsed experiment file (see the module docstring); every problem is a `UserError`."""
-    from gesscale.config import ControllerConfig
     from gesscale.policies.base import make_policy
 
     where = source
@@ -147,24 +147,15 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     policies = _policy_list(data.get("policies"), "policies", where)
     seeds = number(data, "seeds", 1, where, lo=1, hi=100, integer=True)
     period = None if "control_period_s" not in data else number(data, "control_period_s", None, where, lo=1)
-    controller = _mapping(data, "controller", where)
-    fields = {f.name for f in dataclasses.fields(ControllerConfig)}
-    check_keys(controller, sorted(fields - {"seed", "min_replicas", "max_replicas", "control_period_s"}),
-               f"{where}: controller")
-    try:
-        ControllerConfig(**controller)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"{where}: controller: {err}") from None
+    # The same declaration as the command line and scenario files (gesscale.options); the cluster's size and
+    # the period come from the scenario and `control_period_s`, the seed from `seeds`.
+    controller = controller_from_dict(_mapping(data, "controller", where), f"{where}: controller",
+                                      exclude=("seed", "min_replicas", "max_replicas", "control_period_s"))
     options = _mapping(data, "policy_options", where)
     for pid, opts in options.items():
         if pid not in policies:
             raise UserError(f"{where}: policy_options: {pid!r} is not among the policies ({', '.join(policies)})")
-        if not isinstance(opts, dict):
-            raise UserError(f"{where}: policy_options: {pid}: must be a mapping, got {opts!r}")
-        try:
-            make_policy(pid, **opts)
-        except TypeError as err:
-            raise UserError(f"{where}: policy_options: {pid}: {err}") from None
+        options[pid] = policy_options_from_dict(pid, opts, f"{where}: policy_options: {pid}")
     if "model" in data and not any(hasattr(make_policy(p), "model") for p in policies):
         raise UserError(f"{where}: 'model': none of the policies {', '.join(policies)} has a performance model")
     workload = data.get("workload")

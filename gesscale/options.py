@@ -166,15 +166,9 @@ def controller_from_dict(data: Any, where: str, env: str = "sim", exclude: Itera
 
 
 def _policy_class(policy_id: str) -> type:
-    from gesscale.policies.base import _REGISTRY, _load_all, is_plugin_spec, load_plugin
+    from gesscale.policies.base import policy_class
 
-    _load_all()
-    if is_plugin_spec(policy_id):
-        policy_id = load_plugin(policy_id)
-    cls = _REGISTRY.get(policy_id)
-    if cls is None:
-        raise UserError(f"unknown policy {policy_id!r}; known policies: {', '.join(sorted(_REGISTRY))}")
-    return cls
+    return policy_class(policy_id)
 
 
 _TYPES = {"float": ("float", False), "int": ("int", False), "bool": ("bool", False),

@@ -167,16 +167,21 @@ def loaded_plugins() -> list[str]:
     return list(_PLUGINS)
 
 
-def make_policy(policy_id: str, **options: Any) -> Policy:
-    """A fresh policy instance from an id or a plug-in spec (`file.py:Class`); an unknown id is a `UserError`
-    listing the known ones."""
+def policy_class(policy_id: str) -> type[Policy]:
+    """The class behind a policy id or a plug-in spec (`file.py:Class`); an unknown id is a `UserError` listing
+    the known ones."""
     _load_all()
     if is_plugin_spec(policy_id):
         policy_id = load_plugin(policy_id)
     cls = _REGISTRY.get(policy_id)
     if cls is None:
         raise UserError(f"unknown policy {policy_id!r}; known policies: {', '.join(sorted(_REGISTRY))}")
-    return cls(**options)
+    return cls
+
+
+def make_policy(policy_id: str, **options: Any) -> Policy:
+    """A fresh policy instance from an id or a plug-in spec (`file.py:Class`) with its constructor `options`."""
+    return policy_class(policy_id)(**options)
 
 
 def parse_policy_list(text: str) -> list[str]:

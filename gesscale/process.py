@@ -102,6 +102,21 @@ def has_exited(pid: int) -> bool:
         return True
 
 
+def group_members(pgid: int) -> list[int]:
+    """The PIDs of process group `pgid` that have not exited (zombies excluded), read from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            out.append(int(entry))
+    return out
+
+
 def log_tail(path: Path, lines: int = 5) -> str:
     """The last non-empty lines of a log file joined by " | " (for one-line error messages); "" when unreadable."""
     try:
@@ -162,14 +177,20 @@ class ManagedProcess:
             return
         self._signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while not self._exited() and time.monotonic() < deadline:
+        while not self._stopped() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not self._exited():
             if self._popen is not None or self._ours_or_exiting():  # never a recycled PID
                 self._signal(signal.SIGKILL)
-            deadline = time.monotonic() + 5.0
-            while not self._exited() and time.monotonic() < deadline:
-                time.sleep(0.05)
+        elif self.group and group_members(self.pid):
+            # The leader ended on SIGTERM but something it started did not (it ignores SIGTERM, or is slow): the
+            # group's SIGKILL reaches it. The group's id stays reserved while it has members, so this signals
+            # only what the process started.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while not self._stopped() and time.monotonic() < deadline:
+            time.sleep(0.05)
         if sweep_group:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
@@ -179,6 +200,10 @@ class ManagedProcess:
         """Ours, or ours while exiting (its command line already released); a child not yet reaped is always ours."""
         cmdline = read_cmdline(self.pid)
         return cmdline is None or self._ours(cmdline)
+
+    def _stopped(self) -> bool:
+        """The process has exited and, for a group, so has everything in its group."""
+        return self._exited() and not (self.group and group_members(self.pid))
 
     def _exited(self) -> bool:
         if self._popen is not None:

@@ -13,15 +13,17 @@ import pytest
 from gesscale.errors import UserError
 from gesscale.process import ManagedProcess, has_exited, read_cmdline, spawn
 
-# A parent that starts a child in its own process group, writes the child's PID, then sleeps. With `ignore`, the
-# parent ignores SIGTERM; the child ignores it always (only SIGKILL or the group's end stop it).
+# A parent that starts a child in its own process group, then sleeps; the child writes its PID once it ignores
+# SIGTERM (so a test never races its signal set-up), then sleeps. With `ignore`, the parent ignores SIGTERM too;
+# the child always does (only SIGKILL stops it).
 PARENT = """
 import signal, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c",
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
-open(sys.argv[1], "w").write(str(child.pid))
 if sys.argv[2] == "ignore":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c",
+    "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1]); "
+    "time.sleep(60)", sys.argv[1]])
 time.sleep(60)
 """
 

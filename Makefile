@@ -21,7 +21,7 @@ lint: setup
 lock:
 	@bash scripts/lock.sh $(ARGS)
 
-# Fails when the lock no longer matches pyproject.toml (offline); tests/core/test_lock.py runs it in CI.
+# Fails when the lock no longer matches pyproject.toml (offline); tests/test_lock.py runs it in CI.
 lock-check:
 	@bash scripts/lock.sh --check
 

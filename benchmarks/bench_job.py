@@ -36,7 +36,7 @@ stays comparable, line for line, with the earlier figures in docs/job.md.
 `--queries nearest-landmark,frequent-routes` (any `--query` values, docs/queries.md) measures the job once per
 query, in the same alternating order, together with the source and the hand-over floor, and prints for each
 its records/s per core (the rate over the session's 2 cores) and records per CPU-second of Spark's processes
-(1 / its CPU per row), and its ratios to the floor and to the first query. The records are `tests/job/ridegen`'s
+(1 / its CPU per row), and its ratios to the floor and to the first query. The records are `tests/jobs/ridegen`'s
 (one ride per second of trace time; the event time keeps counting past the first day, so that a windowed
 query's windows close and none of its rows is late).
 
@@ -64,7 +64,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.job import ridegen  # noqa: E402  (the record generator the tests use)
+from tests.jobs import ridegen  # noqa: E402  (the record generator the tests use)
 
 LABELS = {
     "source": "source alone",

@@ -103,7 +103,7 @@ def _fetch(part: KafkaRangePartition) -> Iterator[tuple[list[int], list[Any], li
         idle_ms = 0
         while position < rng.until:
             # no more than the range still needs: a broker may answer a fetch with all it has after the position
-            # (noida-db ignores the fetch size), and the client would decode all of it (tests/job/test_read_range)
+            # (noida-db ignores the fetch size), and the client would decode all of it (tests/jobs/test_read_range)
             got = consumer.poll(timeout_ms=500, max_records=max(1, rng.until - position)).get(tp, [])
             if not got:
                 position = max(position, consumer.position(tp) or position)

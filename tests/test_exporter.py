@@ -12,8 +12,8 @@ from gesscale.errors import UserError
 from gesscale.exporter import ControllerMetrics
 from gesscale.mape import StepRecord
 from gesscale.observation import Decision, Reconfiguration
-from tests.core.helpers import LMAP, obs
 from tests.fixtures.paths import ROOT
+from tests.helpers import LMAP, obs
 
 
 def _record(applied: bool, replicas: tuple[str, ...] = ("n1", "n2")) -> StepRecord:

@@ -18,7 +18,7 @@ from gesscale.mape import StepRecord
 from gesscale.observation import Decision, NodeState, Observation, Placement, Reconfiguration
 from gesscale.policies.base import Policy, PolicyContext
 from gesscale.runner import LiveRunner, RunnerHooks, error_reporter, read_reconfigurations
-from tests.core.helpers import LMAP
+from tests.helpers import LMAP
 
 PERIOD = 10.0
 

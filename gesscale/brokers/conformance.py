@@ -2,7 +2,7 @@
 
 Each probe creates its own uniquely named topic, exercises one behaviour with kafka-python, compares the
 broker's answer with the answer Kafka's protocol defines, and deletes the topic. The same probes are the
-conformance tests (tests/broker) and `gesscale broker check`, so a user can vet a broker before trusting the
+conformance tests (tests/brokers) and `gesscale broker check`, so a user can vet a broker before trusting the
 lag and offset figures computed from it; the producer and bridge never depend on a probe's wrong answer (they
 count keys, not offsets).
 """

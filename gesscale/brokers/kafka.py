@@ -2,7 +2,7 @@
 
 No Apache Kafka distribution is reachable from the machines this toolkit targets, so a laptop run uses a
 Kafka-compatible broker from PyPI (docs/data-plane.md). `noida-db` is the default because it passes the
-conformance tests in tests/broker (see docs/data-plane.md); `tansu` can be chosen when its binary is on PATH
+conformance tests in tests/brokers (see docs/data-plane.md); `tansu` can be chosen when its binary is on PATH
 (or named by `GESSCALE_TANSU_BIN`), but it gets end offsets and time lookups wrong. Everything else in the
 toolkit takes a bootstrap address, so a real Kafka is used simply by passing its address instead.
 """

@@ -98,7 +98,7 @@ def check(
         "broker with SIGKILL and starts it again (returns once it is started)."),
     data_dir: Path = DATA_DIR_OPT,
 ) -> None:
-    """Run the conformance probes (tests/broker) against any Kafka; exit 1 when one fails."""
+    """Run the conformance probes (tests/brokers) against any Kafka; exit 1 when one fails."""
     from gesscale.brokers.conformance import probe_acked_survive_kill, run_probes
     from gesscale.errors import UserError
     from gesscale.process import port_answers

@@ -2,7 +2,7 @@
 with `kill -9` at a random moment while a batch of input is processed: the executor JVM (the master launches a
 new one), the worker hosting the executor (its executor ends with it; the other worker takes over), then the
 driver with everything it started (the job restarted on its checkpoint). After each fault the output must hold
-each of that part's keys exactly once. The driver case was tests/job/test_job_run.py's kill -9 test (local
+each of that part's keys exactly once. The driver case was tests/jobs/test_job_run.py's kill -9 test (local
 master, 200,000 records): moved here onto the standalone cluster, with its checks (every key once, no dead
 letters, the kill aimed at a batch part-way through its write when one can be caught)."""
 
@@ -22,8 +22,8 @@ from gesscale.process import read_cmdline
 from gesscale.testbed.cgroups import process_tree
 from jobs.kafka_io import end_offsets
 from tests.faults.support import fault
-from tests.job import ridegen
-from tests.job.jobproc import JobProcess, observations, wait_for
+from tests.jobs import ridegen
+from tests.jobs.jobproc import JobProcess, observations, wait_for
 
 PART = 24_000  # records per fault: 8 batches of 3,000
 

@@ -16,7 +16,7 @@ from gesscale.batch_record import BatchRecord
 from jobs.hook import ScalingHook
 from jobs.http_api import MAX_BODY, DriverApi, serve
 from jobs.metrics import prometheus_text
-from tests.job.test_driver_api import OBS, InMemoryCluster
+from tests.jobs.test_driver_api import OBS, InMemoryCluster
 
 TOKEN = "t0ken-for-tests"
 WORKERS = 4

@@ -15,7 +15,7 @@ from gesscale.probe import ProbeParams, SimProbeTarget, calibrate, configuration
 from gesscale.scenario import load_scenario, scenario_from_dict
 from gesscale.simulate import run_once
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SC = load_scenario(ROOT / "scenarios" / "pi10-taxi.yaml")
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.job import ridegen
-from tests.job.jobproc import JobProcess, observations, wait_for
+from tests.jobs import ridegen
+from tests.jobs.jobproc import JobProcess, observations, wait_for
 
 TOKEN = "e2e-hook-token"
 HOOK_PORT = 18094

@@ -10,7 +10,7 @@ import pytest
 from gesscale.scenario import load_scenario
 from gesscale.sim_backend import SimBackend
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("taxi", "cosine", "random", "increasing", "decreasing", "spike", "steps")
 
 

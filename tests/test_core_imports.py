@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("gesscale.testbed", "gesscale.k8s", "gesscale.brokers", "gesscale.cli", "gesscale.experiment",
              "jobs", "producer", "netem")  # fmt: skip
 

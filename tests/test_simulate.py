@@ -132,7 +132,7 @@ def test_policies_see_the_map_in_force() -> None:
 
 
 def test_gesscale_moves_away_from_a_fog_site_that_degrades() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     degraded = load_scenario(root / "scenarios/network/pi10-taxi-degraded.yaml")
     t_change = degraded.latency_map.change_times[0]
 

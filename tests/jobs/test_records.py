@@ -9,8 +9,8 @@ import pytest
 
 from jobs import records
 from jobs.landmarks import LANDMARKS
-from tests.job import ridegen
-from tests.job.reference import check_enriched, reference_nearest
+from tests.jobs import ridegen
+from tests.jobs.reference import check_enriched, reference_nearest
 
 
 def test_enrichment_of_10000_records_equals_the_reference() -> None:

@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LOCK_FILES = ("pyproject.toml", "README.md", "uv.lock", "requirements-lock.txt", "scripts/lock.sh")
 
 

@@ -29,9 +29,9 @@ from gesscale.options import (
 from gesscale.policies.base import policy_ids
 from gesscale.scenario import scenario_from_dict, with_controller
 from gesscale.simulate import controller_config, run_once
-from tests.core.test_scenario_schema import BASE
+from tests.test_scenario import BASE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # Each command that runs a controller and the environment whose defaults it takes.
 COMMANDS = {("simulate",): "sim", ("compare",): "sim", ("run",): "testbed", ("demo",): "demo",
             ("k8s", "run"): "k8s"}

@@ -12,7 +12,7 @@ import yaml
 from gesscale.errors import UserError
 from gesscale.latency_map import Link, latency_map_from_dict, load_latency_map
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 BASE = """
 nodes: [a, b, c]

@@ -13,7 +13,7 @@ from gesscale.compare_plots import normalised_cost
 from gesscale.errors import UserError
 from gesscale.metrics import METRIC_KEYS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _metrics(**values: float) -> dict[str, float]:

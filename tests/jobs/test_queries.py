@@ -15,7 +15,7 @@ import pytest
 from gesscale.cli import main
 from gesscale.errors import UserError
 from jobs.query import load_query
-from tests.job import ridegen
+from tests.jobs import ridegen
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "queries.md"
 

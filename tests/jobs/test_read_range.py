@@ -12,7 +12,7 @@ from typing import Any
 
 from jobs.kafka_source import KafkaRangePartition, read_range
 from jobs.offsets import Range
-from tests.job import ridegen
+from tests.jobs import ridegen
 
 
 def _read(bootstrap: str, topic: str, start: int, until: int) -> list[int]:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from jobs.landmarks import LANDMARKS
-from tests.job import ridegen
-from tests.job.reference import check_enriched
+from tests.jobs import ridegen
+from tests.jobs.reference import check_enriched
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ import pytest
 from gesscale.errors import UserError
 from gesscale.latency_map import geo_rtt_ms, great_circle_km, latency_map_from_dict, load_latency_map
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_pi10_map_has_ten_nodes_and_rtts_up_to_300ms() -> None:

@@ -1,5 +1,5 @@
 """`observation_from_batches` (gesscale/observe.py) on a recorded batch log: the shortened live demo's
-`batches.jsonl` and the periods the local backend observed from it in that run (tests/core/data, recorded from
+`batches.jsonl` and the periods the local backend observed from it in that run (tests/data, recorded from
 tests/testbed/test_live_e2e.py). Each recorded period is computed again from the batches and the broker figures
 the backend had, and must come out the same; the sampled (Kubernetes) form is checked on samples of the log."""
 

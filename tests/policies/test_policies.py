@@ -8,7 +8,7 @@ from gesscale.errors import UserError
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.policies.base import make_policy, parse_policy_list, place, policy_ids
 from gesscale.policies.gesscale_paper import GesscalePolicy, is_root_of_back_pressure
-from tests.core.helpers import LMAP, ctx, obs
+from tests.helpers import LMAP, ctx, obs
 
 
 @pytest.mark.parametrize(("bp_up", "bp_op", "root"), [

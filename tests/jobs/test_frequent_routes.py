@@ -1,4 +1,4 @@
-"""`frequent-routes` (DEBS 2015 Query 1) against the plain-Python reference of tests/job/routes_reference.py:
+"""`frequent-routes` (DEBS 2015 Query 1) against the plain-Python reference of tests/jobs/routes_reference.py:
 the reference's own rules, then the Spark query on the real DEBS sample and on a generated trace, window for
 window, route for route, rank for rank."""
 
@@ -16,8 +16,8 @@ from kafka import KafkaProducer
 from producer.records import Ride, record_dict
 from producer.source import file_source
 from producer.synthetic import synthetic_rides
-from tests.job import ridegen
-from tests.job.routes_reference import cell, epoch_s, iso, top_routes, window_ends
+from tests.jobs import ridegen
+from tests.jobs.routes_reference import cell, epoch_s, iso, top_routes, window_ends
 
 SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "debs2015-sample-3000.csv"
 

@@ -17,7 +17,7 @@ import pytest
 from gesscale.errors import UserError
 from gesscale.scenario import scenario_from_dict
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BASE: dict[str, Any] = {
     "name": "t",
     "control_period_s": 60,

@@ -20,7 +20,7 @@ import jobs.kafka_sink
 from gesscale.cli import main
 from jobs.job import JobConfig, JobState, _batch_writer, _check_broker
 from jobs.kafka_sink import WriteSpec, write_partition
-from tests.job import ridegen
+from tests.jobs import ridegen
 
 IN, OUT = "in-kafka:9092", "out-kafka:9093"
 

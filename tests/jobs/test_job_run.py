@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gesscale.cli import main
-from tests.job.jobproc import JobProcess, observations, wait_for
+from tests.jobs.jobproc import JobProcess, observations, wait_for
 
 
 def job_args(bootstrap: str, inp: str, out: str, dlq: str, ck: Path, *extra: str) -> list[str]:
@@ -21,8 +21,8 @@ def job_args(bootstrap: str, inp: str, out: str, dlq: str, ck: Path, *extra: str
 @pytest.mark.e2e
 def test_frequent_routes_kill9_then_restart_writes_each_closed_window_once_as_the_reference_says(
         kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Path) -> None:
-    from tests.job.routes_reference import top_routes
-    from tests.job.test_frequent_routes import generated_records, produce_records, sentinel, windows_written
+    from tests.jobs.routes_reference import top_routes
+    from tests.jobs.test_frequent_routes import generated_records, produce_records, sentinel, windows_written
 
     recs = generated_records(500_000, 3, seed=3)
     recs.append(sentinel(recs[-1], 60))

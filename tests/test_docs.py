@@ -8,7 +8,7 @@ from pathlib import Path
 from gesscale.cli.cmd_options import options_markdown
 from gesscale.config import ControllerConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_options_table_in_docs_matches_the_config() -> None:

@@ -1,5 +1,5 @@
 """The job's per-batch record (gesscale/batch_record.py) and the one record of a reconfiguration, on the files a
-live run wrote: the shortened live demo's `batches.jsonl` and `reconfigurations.jsonl` (tests/core/data, recorded
+live run wrote: the shortened live demo's `batches.jsonl` and `reconfigurations.jsonl` (tests/data, recorded
 from tests/testbed/test_live_e2e.py on the local testbed)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def recorded_lines(name: str) -> list[dict]:
-    """The JSON lines of a recorded file in tests/core/data."""
+    """The JSON lines of a recorded file in tests/data."""
     return [json.loads(line) for line in (DATA / name).read_text().splitlines()]
 
 

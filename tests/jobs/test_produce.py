@@ -9,7 +9,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from jobs.produce import CODECS, MAX_BATCH_BYTES, BatchProducer, ProduceError, _Buffer, encode_batch, encode_record
-from tests.job import ridegen
+from tests.jobs import ridegen
 
 
 @pytest.mark.parametrize("compression", list(CODECS))

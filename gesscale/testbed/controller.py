@@ -8,7 +8,6 @@ each moment, and each line of `reconfigurations.jsonl` carries the strategy and 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,21 +18,17 @@ from gesscale.latency_map import LatencyMap
 from gesscale.mape import StepRecord
 from gesscale.model import PerformanceModel
 from gesscale.observation import Reconfiguration
+from gesscale.options import parse_duration_text
 from gesscale.policies.base import make_policy
 from gesscale.runner import LiveRunner, RunnerHooks, read_reconfigurations, start_from_model
 from gesscale.testbed.backend import LocalBackend
 
 __all__ = ["LiveController", "parse_duration", "read_reconfigurations", "start_from_model"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
-
-
 def parse_duration(text: str, what: str = "duration") -> float:
-    """`10s`, `1.5m`, `2h`, `500ms` or a bare number of seconds, in seconds; UserError otherwise."""
-    m = _DURATION.match(str(text))
-    if not m:
-        raise UserError(f"{what} {text!r} is not a duration like 10s, 2m or 1h")
-    value = float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+    """A positive duration (`10s`, `1.5m`, `2h`, `500ms` or a bare number of seconds) in seconds, as the options'
+    parser reads it (gesscale.options); UserError otherwise."""
+    value = parse_duration_text(text, what)
     if value <= 0:
         raise UserError(f"{what} must be positive")
     return value

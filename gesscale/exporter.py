@@ -58,19 +58,12 @@ class ControllerMetrics:
         self.bp.set(obs.bp_upstream)
         if obs.cpu is not None:
             self.cpu.set(obs.cpu)
-        done = rec if record.applied else None  # in recommend-only mode the replicas stay as observed
-        nodes = done.nodes if done is not None else obs.replicas
-        self.replicas.set(len(nodes))
-        self.nd_max.set(done.nd_max_ms if done is not None else obs.nd_max_ms)
-        self.node.clear()
-        for n in nodes:
-            self.node.labels(node=n).set(1)
-        wanted = rec.nodes if rec is not None else obs.replicas
-        self.recommended.set(len(wanted))
-        self.recommended_nd_max.set(rec.nd_max_ms if rec is not None else obs.nd_max_ms)
-        self.recommended_node.clear()
-        for n in wanted:
-            self.recommended_node.labels(node=n).set(1)
+        done = rec if record.applied else None
+        running = (rec.nodes, rec.nd_max_ms) if rec is not None else (obs.replicas, obs.nd_max_ms)
+        observed = (obs.replicas, obs.nd_max_ms)
+        # in recommend-only mode the replicas stay as observed; the recommendation is exported apart
+        _show(running if done is not None else observed, self.replicas, self.nd_max, self.node)
+        _show(running, self.recommended, self.recommended_nd_max, self.recommended_node)
         for key in ("alpha", "beta", "gamma"):
             if model and model.get(key) is not None:
                 self.model.labels(param=key).set(float(model[key]))
@@ -101,3 +94,13 @@ class ControllerMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _show(placement: tuple[tuple[str, ...], float], count: Gauge, nd_max: Gauge, per_node: Gauge) -> None:
+    """Export one placement (its nodes and ND_max) as a replica count, an ND_max and one series per node."""
+    nodes, nd = placement
+    count.set(len(nodes))
+    nd_max.set(nd)
+    per_node.clear()
+    for n in nodes:
+        per_node.labels(node=n).set(1)

@@ -23,7 +23,7 @@ import numpy as np
 
 from gesscale.errors import UserError
 from gesscale.metrics import METRIC_KEYS
-from gesscale.regret import Outcome, failing, fmt_diff, fmt_ratio, regret
+from gesscale.regret import Outcome, distribution, failing, fmt_diff, fmt_ratio, regret
 from gesscale.report import TITLES
 
 # Policies that are references, not contenders: never marked best in matrix.md.
@@ -245,7 +245,22 @@ def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], see
                     text = fmt(row.get(key))
                     cells.append(f"FAIL {row['failed_seeds']}/{row['seeds']} ({text})" if failing(row) else text)
                 lines.append(f"| {pid} | " + " | ".join(cells) + " |")
+        if len(scenarios) > 1:
+            lines += ["", "### over the scenarios", "", distribution_markdown(distribution(rg))]
     return "\n".join(lines) + "\n"
+
+
+def distribution_markdown(rows: Mapping[str, Mapping[str, float | int | None]]) -> str:
+    """The per-policy distribution over scenarios (`gesscale.regret.distribution`) as one Markdown table."""
+    lines = ["Each scenario's median over its seeds, then the median and the 95th percentile over the scenarios;"
+             " FAIL: scenarios where some seed never drained its backlog.", "",
+             "| policy | cost/optimal median | p95 | excess − optimal's median | p95 | FAIL (scenarios) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for pid, row in rows.items():
+        lines.append(f"| {pid} | {fmt_ratio(row['cost_vs_optimal_median'])} | {fmt_ratio(row['cost_vs_optimal_p95'])}"
+                     f" | {fmt_diff(row['excess_vs_optimal_median'])} | {fmt_diff(row['excess_vs_optimal_p95'])}"
+                     f" | {row['failing']} of {row['scenarios']} |")
+    return "\n".join(lines)
 
 
 def series_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, tuple[list[int], list[int]]]]:
@@ -269,9 +284,9 @@ def write_timeseries(results: Sequence[JobResult], folder: str | Path) -> list[P
 
 def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int, workers: int = 1,
                   requested: Sequence[str] | None = None) -> list[Path]:
-    """matrix.json, regret.json, matrix.md, the two heatmaps, regret-boxplots.png and one replicas-over-time PNG
-    per scenario; returns the paths. matrix.json holds the `requested` policies (default: all); the rest hold
-    the references too.
+    """matrix.json, regret.json, regret-distribution.json (per policy, over the scenarios), matrix.md, the two
+    heatmaps, regret-boxplots.png and one replicas-over-time PNG per scenario; returns the paths. matrix.json
+    holds the `requested` policies (default: all); the rest hold the references too.
 
     The figures are drawn on `workers` processes (matplotlib is the slow part once the runs are done).
     """
@@ -287,7 +302,8 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
     keep = set(requested) if requested is not None else {r.policy for r in results}
     asked = {sc: {p: m for p, m in per.items() if p in keep} for sc, per in matrix.items()}
     regret_matrix = regret_by_scenario(results)
-    paths = [write_json(out / "matrix.json", asked), write_json(out / "regret.json", regret_matrix)]
+    paths = [write_json(out / "matrix.json", asked), write_json(out / "regret.json", regret_matrix),
+             write_json(out / "regret-distribution.json", distribution(regret_matrix))]
     md = out / "matrix.md"
     md.write_text(matrix_markdown(matrix, seeds, regret_matrix, {r.scenario: r.provenance for r in results}))
     paths.append(md)

@@ -69,3 +69,31 @@ def fmt_diff(value: float | int | None) -> str:
 def status(row: Mapping[str, float | int | None]) -> str:
     """'ok', or 'FAIL k/N' when k of the N seeds never drained their backlog."""
     return f"FAIL {row['failed_seeds']}/{row['seeds']}" if failing(row) else "ok"
+
+
+def _p95(values: Sequence[float]) -> float:
+    """95th percentile, linear between order statistics (numpy's default)."""
+    if len(values) == 1:
+        return float(values[0])
+    return float(statistics.quantiles(values, n=20, method="inclusive")[-1])
+
+
+def distribution(by_scenario: Mapping[str, Mapping[str, Mapping[str, float | int | None]]]
+                 ) -> dict[str, dict[str, float | int | None]]:
+    """policy → median and 95th percentile, over the scenarios, of each scenario's cost / optimal and excess −
+    optimal's (themselves medians over seeds), the number of scenarios and of failing ones.
+
+    This is what a set of generated scenarios is judged by (issue 19): one row per policy instead of a column per
+    scenario. Failing scenarios stay in (their excess is what failing costs) and are counted.
+    """
+    policies = sorted({p for per in by_scenario.values() for p in per})
+    out: dict[str, dict[str, float | int | None]] = {}
+    for pid in policies:
+        rows = [per[pid] for per in by_scenario.values() if pid in per]
+        row: dict[str, float | int | None] = {"scenarios": len(rows), "failing": sum(1 for r in rows if failing(r))}
+        for key in ("cost_vs_optimal", "excess_vs_optimal"):
+            values = [float(v) for r in rows if (v := r.get(key)) is not None]
+            row[f"{key}_median"] = _median(values)
+            row[f"{key}_p95"] = _p95(values) if values else None
+        out[pid] = row
+    return out

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gesscale.compare import JobResult, best_policies, matrix_markdown, regret_by_scenario, summarise
+from gesscale.compare import (
+    JobResult,
+    best_policies,
+    distribution_markdown,
+    matrix_markdown,
+    regret_by_scenario,
+    summarise,
+)
 from gesscale.metrics import METRIC_KEYS
-from gesscale.regret import Outcome, failing, regret, status
+from gesscale.regret import Outcome, distribution, failing, regret, status
 
 
 def test_ratios_and_differences_are_taken_seed_by_seed_then_the_median() -> None:
@@ -55,3 +62,21 @@ def test_the_cheapest_policy_is_not_bold_when_it_never_drains() -> None:
     assert "| hoarder | 60 FAIL |" in cost_table and "| honest | **130** |" in cost_table
     section = md.split("## regret")[1]
     assert "| hoarder | FAIL 1/1 (0.600) |" in section and "| honest | 1.300 |" in section
+
+
+def test_the_distribution_over_scenarios_takes_medians_and_the_linear_95th_percentile() -> None:
+    # 21 scenarios: p's cost / optimal is 1.00, 1.01, ..., 1.20 and its excess 0, 0.001, ..., 0.020
+    by_scenario = {
+        f"s{i:02d}": regret({"optimal": [Outcome(1, 100.0, 0.0)],
+                             "p": [Outcome(1, 100.0 + i, i / 1000, drained=i != 20)]})
+        for i in range(21)
+    }
+    row = distribution(by_scenario)["p"]
+    assert row["cost_vs_optimal_median"] == pytest.approx(1.10)
+    assert row["cost_vs_optimal_p95"] == pytest.approx(1.19)  # rank 0.95 x 20 = 19
+    assert row["excess_vs_optimal_median"] == pytest.approx(0.010)
+    assert row["excess_vs_optimal_p95"] == pytest.approx(0.019)
+    assert row["scenarios"] == 21 and row["failing"] == 1
+    assert distribution(by_scenario)["optimal"]["cost_vs_optimal_p95"] == pytest.approx(1.0)
+    text = distribution_markdown(distribution(by_scenario))
+    assert "| p | 1.100 | 1.190 | +0.0100 | +0.0190 | 1 of 21 |" in text

@@ -45,6 +45,21 @@ def _summary_table(matrix: dict, key: str, title: str, regret: dict) -> Table:
     return table
 
 
+def _distribution_table(regret: dict) -> Table:
+    from gesscale.regret import distribution, fmt_diff, fmt_ratio
+
+    table = Table(title="over the scenarios: median and p95 of each scenario's median over its seeds",
+                  title_justify="left", header_style="bold")
+    table.add_column("policy", style="cyan", no_wrap=True)
+    for name in ("cost/optimal", "p95", "excess − optimal's", "p95", "FAIL scenarios"):
+        table.add_column(name, justify="right")
+    for pid, row in distribution(regret).items():
+        table.add_row(pid, fmt_ratio(row["cost_vs_optimal_median"]), fmt_ratio(row["cost_vs_optimal_p95"]),
+                      fmt_diff(row["excess_vs_optimal_median"]), fmt_diff(row["excess_vs_optimal_p95"]),
+                      f"{row['failing']} of {row['scenarios']}")
+    return table
+
+
 def register(app: typer.Typer) -> None:
     """Add the `compare` command."""
 
@@ -118,6 +133,8 @@ def register(app: typer.Typer) -> None:
         console.print(_summary_table(matrix, "excess_time", "excess_time (medians; best in bold)", regret))
         console.print(_summary_table(matrix, "cost", "cost in replica-minutes (medians; best in bold)", regret))
         console.print(_summary_table(matrix, "cost_vs_optimal", "cost / optimal's on the same seed (medians)", regret))
+        if len(matrix) > 1:
+            console.print(_distribution_table(regret))
         console.print("FAIL: some seed left a backlog it never drained (its cost is not comparable). optimal: the "
                       "cheapest schedule that pays every pause, excess 0, every record within 300 s.")
         console.print(

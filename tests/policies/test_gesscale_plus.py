@@ -90,6 +90,19 @@ def test_scale_down_waits_for_the_payback_time() -> None:
     assert targets == [3, 2]
 
 
+def test_a_scale_down_that_would_leave_a_lingering_queue_is_refused() -> None:
+    # 3 replicas for 59/s. 1 replica (60/s) absorbs its own 120 s pause within the budget (7 080 records <= 180 s
+    # of 60/s) but then drains at 1/s: an hour after the pause 3 480 records still wait (> F = 30 s of 60/s), so
+    # a run ending then would finish late. By default only 2 replicas are taken (after their payback time, 120 s);
+    # without the drain check (down_drain_s=0) 1 is taken at once.
+    def targets(p: object) -> list[int]:
+        return [p.decide(obs(3, t=60.0 * i, input_rate=59, throughput=59, busy=59 / 180), ctx()).target  # type: ignore[attr-defined]
+                for i in range(1, 3)]
+
+    assert targets(calibrated()) == [3, 2]
+    assert targets(calibrated(down_drain_s=0))[0] == 1
+
+
 def test_large_surplus_is_shed_at_once() -> None:
     # 6 replicas for 100/s: straight to 2 (payback 0.5 x 2 x 120 / 4 = 30 s, met after one period).
     assert calibrated().decide(obs(6, input_rate=100, throughput=100, busy=100 / 360), ctx()).target == 2

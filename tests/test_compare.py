@@ -99,3 +99,7 @@ def test_compare_cli_writes_the_three_kinds_of_output(tmp_path: Path, capsys: py
     assert set(regret["mini-steps"]) == {"gesscale", "gesscale-plus", "ideal", "optimal"}
     assert regret["mini-steps"]["optimal"]["cost_vs_optimal"] == 1.0
     assert "## regret" in md
+    # two scenarios: one row per policy over them too, in the console, matrix.md and regret-distribution.json
+    assert "over the scenarios" in printed and "### over the scenarios" in md
+    dist = json.loads((out / "regret-distribution.json").read_text())
+    assert dist["optimal"]["cost_vs_optimal_median"] == 1.0 and dist["gesscale"]["scenarios"] == 2

@@ -14,6 +14,8 @@ from rich.table import Table
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.progress import run_progress
 
+WIDE_TABLE_SCENARIOS = 10  # beyond this many scenarios a column each no longer fits a terminal
+
 
 def _summary_table(matrix: dict, key: str, title: str, regret: dict) -> Table:
     from gesscale.compare import _cell, best_policies
@@ -93,7 +95,9 @@ def register(app: typer.Typer) -> None:
 
         Writes matrix.json (scenario → policy → metrics of docs/metrics.md, medians over seeds) and matrix.md.
 
-        matrix.md has one table per metric; the best value of each scenario is in bold.
+        matrix.md has one table per metric; the best value of each scenario is in bold. regret.json and
+        regret-distribution.json hold each policy's cost / optimal and excess − optimal's, per scenario and as
+        median and p95 over the scenarios (printed; with more than 10 scenarios only that table is printed).
 
         Figures: heatmap-cost.png (cost / ideal cost), heatmap-excess.png, replicas-<scenario>.png.
 
@@ -130,9 +134,13 @@ def register(app: typer.Typer) -> None:
             paths += write_timeseries(results, timeseries)
         matrix = summarise(results)
         regret = regret_by_scenario(results)
-        console.print(_summary_table(matrix, "excess_time", "excess_time (medians; best in bold)", regret))
-        console.print(_summary_table(matrix, "cost", "cost in replica-minutes (medians; best in bold)", regret))
-        console.print(_summary_table(matrix, "cost_vs_optimal", "cost / optimal's on the same seed (medians)", regret))
+        if len(matrix) <= WIDE_TABLE_SCENARIOS:
+            console.print(_summary_table(matrix, "excess_time", "excess_time (medians; best in bold)", regret))
+            console.print(_summary_table(matrix, "cost", "cost in replica-minutes (medians; best in bold)", regret))
+            console.print(_summary_table(matrix, "cost_vs_optimal", "cost / optimal's on the same seed (medians)",
+                                         regret))
+        else:
+            console.print(f"{len(matrix)} scenarios: the per-scenario tables are in {out / 'matrix.md'}")
         if len(matrix) > 1:
             console.print(_distribution_table(regret))
         console.print("FAIL: some seed left a backlog it never drained (its cost is not comparable). optimal: the "

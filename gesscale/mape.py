@@ -57,6 +57,7 @@ class ControlLoop:
         state_path: str | Path | None = None,
         on_step: Callable[[StepRecord], None] | None = None,
         network: Callable[[float], LatencyMap] | None = None,
+        input_end_s: float | None = None,
     ) -> None:
         self.backend = backend
         self.policy = policy
@@ -67,6 +68,9 @@ class ControlLoop:
         self.config = config
         self.rng = random.Random(config.seed)
         self.oracle_demand = oracle_demand
+        # When the input ends, on the observations' clock: the simulator knows it; None on a live backend, whose
+        # stream is taken as unbounded.
+        self.input_end_s = input_end_s
         self.state_path = Path(state_path) if state_path else None
         self.on_step = on_step
         self.last_reconfig_s = -float("inf")
@@ -124,6 +128,7 @@ class ControlLoop:
             since_reconfig_s=now_s - self.last_reconfig_s,
             catching_up=obs is not None and obs.backlog_growth < 0,
             oracle_demand=self.oracle_demand,
+            input_end_s=self.input_end_s,
         )
 
     def step(self) -> StepRecord:

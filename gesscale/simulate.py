@@ -116,7 +116,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     lmap = scenario.latency_map
     network = lmap.at if lmap.changes else None  # policies see the map in force, as the simulated operator does
     step_hook = None if on_step is None else (lambda record: on_step(record, policy))
-    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network, on_step=step_hook)
+    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network, on_step=step_hook,
+                       input_end_s=float(backend.input_end))
     history = loop.run()
     end = backend.t
     T = backend.input_end

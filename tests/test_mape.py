@@ -223,6 +223,32 @@ def test_warmup_after_a_reconfiguration_with_a_threshold_policy() -> None:
     assert [p.nodes for p, _ in backend.applied] == [("a", "b"), ("a", "b", "c")]
 
 
+def test_the_policy_is_told_when_the_input_ends_if_that_is_known() -> None:
+    ends = []
+    for loop_end in (None, 3600.0):
+        policy = Scripted()
+        ControlLoop(FakeBackend(("a",)), policy, LMAP, config(), input_end_s=loop_end).step()
+        ends.append(policy.contexts[0].input_end_s)
+    assert ends == [None, 3600.0]  # unknown (an unbounded stream), and the end the loop was given (the simulator's)
+
+
+def test_the_simulator_tells_the_loop_its_input_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gesscale.simulate as simulate
+    from gesscale.scenario import load_scenario
+
+    given: list[float | None] = []
+
+    class Recording(ControlLoop):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            given.append(kwargs.get("input_end_s"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(simulate, "ControlLoop", Recording)
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "pi10-taxi.yaml")
+    result = simulate.run_once(sc, "static", 1)
+    assert given == [result.duration_s]
+
+
 def test_the_policy_is_told_the_time_since_the_last_reconfiguration() -> None:
     policy = Scripted([2, 2, 2, 3, 3])
     loop = ControlLoop(FakeBackend(("a",)), policy, LMAP, config(warmup_s=25.0))

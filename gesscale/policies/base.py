@@ -41,6 +41,9 @@ class PolicyContext:
     catching_up: bool = False
     # The oracle (ideal policy only): the ideal replica count for the next period.
     oracle_demand: Callable[[float, float], int] | None = None
+    # When the input ends, on the clock of `Observation.time_s`: known in the simulator (a finite scenario); None
+    # on a live backend, whose stream is taken as unbounded.
+    input_end_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

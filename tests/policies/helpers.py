@@ -48,10 +48,11 @@ def obs(
     )
 
 
-def ctx(since: float = 1e9, **config: Any) -> PolicyContext:
-    """A context on the flat cluster; `since` is the time since the last reconfiguration."""
+def ctx(since: float = 1e9, input_end_s: float | None = None, **config: Any) -> PolicyContext:
+    """A context on the flat cluster; `since` is the time since the last reconfiguration, `input_end_s` when the
+    input ends (None: unbounded)."""
     opts: dict[str, Any] = {"max_replicas": 8, **config}
     return PolicyContext(
         graph=FLAT.graph(), candidates=tuple(FLAT.names), config=ControllerConfig(**opts),
-        rng=random.Random(1), since_reconfig_s=since,
+        rng=random.Random(1), since_reconfig_s=since, input_end_s=input_end_s,
     )

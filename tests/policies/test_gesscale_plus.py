@@ -82,7 +82,7 @@ def test_beyond_the_sizes_measured_scale_out_is_sublinear() -> None:
 
 
 def test_scale_down_waits_for_the_payback_time() -> None:
-    # 3 replicas for 100/s: 2 (120/s) absorb the 12000 records of their own pause within the 60 s + 120 s
+    # 3 replicas for 100/s: 2 (120/s) absorb the 12000 records of their own pause within the 240 s + 120 s
     # budget; payback 0.5 x 2 x 120 s / 1 = 120 s, i.e. two 60 s periods of surplus. 1 replica never fits.
     p = calibrated()
     targets = [p.decide(obs(3, t=60.0 * i, input_rate=100, throughput=100, busy=100 / 180), ctx()).target
@@ -91,7 +91,7 @@ def test_scale_down_waits_for_the_payback_time() -> None:
 
 
 def test_a_scale_down_that_would_leave_a_lingering_queue_is_refused() -> None:
-    # 3 replicas for 59/s. 1 replica (60/s) absorbs its own 120 s pause within the budget (7 080 records <= 180 s
+    # 3 replicas for 59/s. 1 replica (60/s) absorbs its own 120 s pause within the budget (7 080 records <= 360 s
     # of 60/s) but then drains at 1/s: an hour after the pause 3 480 records still wait (> F = 30 s of 60/s), so
     # a run ending then would finish late. By default only 2 replicas are taken (after their payback time, 120 s);
     # without the drain check (down_drain_s=0) 1 is taken at once.
@@ -101,6 +101,30 @@ def test_a_scale_down_that_would_leave_a_lingering_queue_is_refused() -> None:
 
     assert targets(calibrated()) == [3, 2]
     assert targets(calibrated(down_drain_s=0))[0] == 1
+
+
+def test_a_known_input_end_is_drained_soon_after() -> None:
+    # 3 replicas (180/s) for 150/s with 40 000 records queued: drained in 1 333 s, within the 2400 s horizon, so
+    # an unbounded stream rides it out. If the input ends in 600 s, 22 000 records would remain then (122 s of
+    # work > the 60 s end budget); 4 replicas after their 120 s pause leave 14 800 (62 s), 5 leave none: 5.
+    o = obs(3, t=600.0, input_rate=150, throughput=180, busy=1.0, bp=1.0, backlog=40000, growth=-1800)
+    assert calibrated(defer=False).decide(o, ctx()).target == 3
+    assert calibrated(defer=False).decide(o, ctx(input_end_s=1200.0)).target == 5
+    assert calibrated(defer=False, plan_to_end=False).decide(o, ctx(input_end_s=1200.0)).target == 3
+    # With deferral (the default) it waits a period first: 5 replicas still make it from there.
+    d = calibrated().decide(o, ctx(input_end_s=1200.0))
+    assert (d.target, "deferring" in d.reason) == (3, True)
+    # An end beyond the horizon changes nothing.
+    assert calibrated(defer=False).decide(o, ctx(input_end_s=600.0 + 3000.0)).target == 3
+
+
+def test_when_the_input_ends_before_a_pause_would_pay_off_it_drains_where_it_is() -> None:
+    # The input ends in 30 s with 20 000 records queued at 3 replicas: 106 s of work after the end. Any scale-up
+    # pauses 120 s, 90 s past the end, and 8 replicas then still need 51 s: staying finishes first.
+    o = obs(3, t=600.0, input_rate=150, throughput=180, busy=1.0, bp=1.0, backlog=20000, growth=-1800)
+    d = calibrated().decide(o, ctx(input_end_s=630.0))
+    assert d.target == 3
+    assert "input ends" in d.reason
 
 
 def test_large_surplus_is_shed_at_once() -> None:

@@ -223,6 +223,12 @@ class GesscalePlusPolicy(Policy):
         end = ctx.input_end_s if self.plan_to_end else None
         end_slope = self.end_trend_weight * self.forecaster.trend / max(obs.period_s, 1.0)
 
+        def at_end(m: int, b: float, rate: float, p: float, left: float, trend: float) -> tuple[float, float]:
+            """(peak backlog until the input ends in `left` s, seconds of work left after it) at m replicas."""
+            c = caps[m]
+            peak, final = peak_backlog(b, rate, trend, c, p, max(0.0, left))
+            return peak, (max(0.0, p - left) + final / c if c > 0 else float("inf"))
+
         def fits(m: int, b: float, rate: float, p: float, budget: float, horizon: float, down: bool = False,
                  later_s: float = 0.0) -> bool:
             c = caps[m]
@@ -232,8 +238,8 @@ class GesscalePlusPolicy(Policy):
                 horizon = p + self.down_drain_s
             left = None if end is None else end - (obs.time_s + later_s)
             if left is not None and left < horizon:  # the input ends first: drained soon after
-                peak, final = peak_backlog(b, rate, end_slope, c, p, max(0.0, left))
-                return peak <= max(b, (budget + p) * c) and max(0.0, p - left) + final / c <= self.end_budget_s
+                peak, work = at_end(m, b, rate, p, left, end_slope)
+                return peak <= max(b, (budget + p) * c) and work <= self.end_budget_s
             peak, final = peak_backlog(b, rate, slope, c, p, horizon)
             if down:
                 return peak <= (budget + p) * c and (self.down_drain_s <= 0 or final <= self.final_budget_s * c)
@@ -244,20 +250,19 @@ class GesscalePlusPolicy(Policy):
             if n >= ctx.n_max:
                 return Decision(n, "over the delay budget but at n_max")
             ups = range(n + 1, ctx.n_max + 1)
-            m = next((k for k in ups if fits(k, backlog, lam, pause, D, H)), None)
             if self.defer:
                 L = obs.period_s
                 _, b1 = peak_backlog(backlog, lam, slope, caps[n], 0.0, L)
                 if b1 <= self.defer_budget_s * caps[n] and any(fits(k, b1, lam + slope * L, pause, D, H, later_s=L)
                                                                 for k in ups):
                     return Decision(n, "over budget later; a scale-up next period still fits: deferring")
+            m = next((k for k in ups if fits(k, backlog, lam, pause, D, H)), None)
             if m is None and end is not None and end - obs.time_s < H:
-                # Nothing fits before the input ends: take the size that finishes first (staying pays no pause).
-                def finish(k: int, p: float) -> float:
-                    left = end - obs.time_s
-                    _, final = peak_backlog(backlog, lam, slope, caps[k], p, max(0.0, left))
-                    return max(0.0, p - left) + final / caps[k] if caps[k] > 0 else float("inf")
-                best = min([(finish(n, 0.0), n), *((finish(k, pause), k) for k in ups)])[1]
+                # Nothing fits before the input ends: take the size that finishes first (staying pays no pause),
+                # judged at the period's rate (`slope`): with the end trend here it cost 0.4 % more on the tuning set.
+                left = end - obs.time_s
+                best = min([(at_end(n, backlog, lam, 0.0, left, slope)[1], n),
+                            *((at_end(k, backlog, lam, pause, left, slope)[1], k) for k in ups)])[1]
                 if best == n:
                     return Decision(n, "the input ends before any scale-up would pay off: draining at n")
                 m = best

@@ -127,6 +127,42 @@ def test_when_the_input_ends_before_a_pause_would_pay_off_it_drains_where_it_is(
     assert "input ends" in d.reason
 
 
+def with_rates(p, rates: list[float]):  # type: ignore[no-untyped-def]
+    """`p` after seeing these input rates, one per period before the one it decides on (which adds its own)."""
+    for r in rates:
+        p.trend.update(r)
+    return p
+
+
+def test_a_steady_fall_is_ridden_on_the_queue_and_shed_early() -> None:
+    falling = [245.0 - 5 * i for i in range(9)]  # -5/s a period, down to 205/s; then the 200/s of this period
+    # 3 replicas (180/s) under 200/s: at the period's rate the queue grows 20/s for good, so (without deferral)
+    # 4 replicas; following the fall, the input is under 180/s in 4 periods and the 2 400-record bump is ridden.
+    o = obs(3, input_rate=200, throughput=180, busy=1.0, bp=1.0, backlog=0, growth=1200)
+    assert with_rates(calibrated(defer=False, fall_weight=0.0), falling).decide(o, ctx()).target == 4
+    d = with_rates(calibrated(defer=False), falling).decide(o, ctx())
+    assert (d.target, d.reason) == (3, "steady")
+    # 4 replicas for 150/s falling by 5 a period: at the period's rate 2 (120/s) never catch up, and 3 wait their
+    # payback time (180 s); following the fall, 2 ride out their pause's queue (peak about 21 000 records, within
+    # the 360 s budget of 43 200) and drain it, and their payback time (60 s) has passed: 2 at once.
+    falling = [195.0 - 5 * i for i in range(9)]
+    o = obs(4, input_rate=150, throughput=150, busy=150 / 240)
+    assert with_rates(calibrated(fall_weight=0.0), falling).decide(o, ctx()).target == 4
+    assert with_rates(calibrated(), falling).decide(o, ctx()).target == 2
+
+
+def test_a_rise_or_a_jumpy_input_is_taken_at_the_period_s_rate() -> None:
+    # A rise is not followed: at 170/s rising by 10 a period, 3 replicas (180/s) stay.
+    o = obs(3, input_rate=170, throughput=170, busy=170 / 180)
+    assert with_rates(calibrated(), [80.0 + 10 * i for i in range(9)]).decide(o, ctx()).target == 3
+    # Jumps whose least-squares line falls (-3.5 a period, followed that would keep 3 replicas) but with a standard
+    # error of 5.4: no significant trend, so the decision at the period's rate, 4 (without deferral).
+    jumps = [270.0, 150.0, 250.0, 160.0, 240.0, 150.0, 230.0, 140.0, 220.0]  # then 200
+    o = obs(3, input_rate=200, throughput=180, busy=1.0, bp=1.0, backlog=0, growth=1200)
+    assert with_rates(calibrated(defer=False), jumps).decide(o, ctx()).target == 4
+    assert with_rates(calibrated(defer=False, trend_t=0.0), jumps).decide(o, ctx()).target == 3
+
+
 def test_large_surplus_is_shed_at_once() -> None:
     # 6 replicas for 100/s: straight to 2 (payback 0.5 x 2 x 120 / 4 = 30 s, met after one period).
     assert calibrated().decide(obs(6, input_rate=100, throughput=100, busy=100 / 360), ctx()).target == 2
@@ -169,9 +205,10 @@ def test_pause_is_learned_from_observations() -> None:
 
 
 def test_state_round_trip() -> None:
-    p = calibrated()
+    p = with_rates(calibrated(), [130.0, 120.0, 110.0, 105.0])
     p.decide(obs(3, input_rate=100, throughput=100, busy=100 / 180), ctx())
-    q = make_policy("gesscale-plus")
+    q = make_policy("gesscale-plus", trend_window=4)
     q.load_state_dict(p.state_dict())
+    assert (q.trend.window, q.trend.rates) == (4, [120.0, 110.0, 105.0, 100.0])  # this policy's window
     assert q.model.predict(5, 10.0) == pytest.approx(p.model.predict(5, 10.0))
     assert q.model_summary()["pause_s"] == pytest.approx(120.0)

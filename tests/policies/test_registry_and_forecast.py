@@ -1,4 +1,5 @@
-"""Every seed-paper policy is registered and listed by the CLI; the Holt forecaster follows ramps."""
+"""Every seed-paper policy is registered and listed by the CLI; the Holt forecaster follows ramps; the recent
+trend reports a slope only when it stands out of the noise."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from gesscale.cli import main
 from gesscale.policies.base import describe_policies, make_policy
-from gesscale.policies.forecast import HoltForecaster
+from gesscale.policies.forecast import HoltForecaster, RecentTrend
 from gesscale.policies.signals import true_rate
 from tests.policies.helpers import ctx, obs
 
@@ -75,3 +76,34 @@ def test_state_survives_a_json_round_trip(pid: str) -> None:
     q = make_policy(pid)
     q.load_state_dict(state)
     assert json.loads(json.dumps(q.state_dict())) == state
+
+
+def trend_of(rates: list[float], **kw: float) -> float:
+    t = RecentTrend(**kw)  # type: ignore[arg-type]
+    for r in rates:
+        t.update(r)
+    return t.slope()
+
+
+def test_recent_trend_reports_a_steady_fall_and_ignores_jumps() -> None:
+    # A clean ramp: its slope per period, exactly.
+    assert trend_of([100.0 - 5 * i for i in range(10)]) == pytest.approx(-5.0)
+    # A slight fall inside large jumps: least squares gives -1.42 a period, but with a standard error of 2.49,
+    # so it is not counted at t >= 2; it is with no test (t_min 0).
+    jumps = [100.0, 140.0, 90.0, 135.0, 95.0, 120.0, 80.0, 130.0, 85.0, 110.0]
+    assert trend_of(jumps) == 0.0
+    assert trend_of(jumps, t_min=0.0) == pytest.approx(-1.42, abs=0.01)
+    # Noise around a fall is fine when the fall dominates.
+    assert trend_of([100.0 - 5 * i + (2 if i % 2 else -2) for i in range(10)]) == pytest.approx(-5.0, abs=0.3)
+    # Fewer than four rates say nothing; only the last `window` count.
+    assert trend_of([100.0, 90.0, 80.0]) == 0.0
+    assert trend_of([0.0] * 5 + [50.0 + 5 * i for i in range(10)]) == pytest.approx(5.0)
+    assert len(RecentTrend(window=4).update(1).update(2).update(3).update(4).update(5).rates) == 4
+
+
+def test_recent_trend_round_trip() -> None:
+    t = RecentTrend(window=6, t_min=1.5)
+    for r in (10.0, 8.0, 7.0, 5.0, 4.0):
+        t.update(r)
+    u = RecentTrend.from_dict(t.to_dict())
+    assert (u.window, u.t_min, u.rates, u.slope()) == (6, 1.5, t.rates, t.slope())

@@ -47,7 +47,7 @@ Each period (no decision during the warm-up, nor after a period that held a paus
 Before the model has a measurement it behaves as Gesscale (+1 when root of back pressure). n_min ≤ n ≤ n_max.
 
 Defaults (D 300 s, F 30 s, H 2400 s, down budget 240 s, deferral budget 300 s, payback factor 0.5, a falling
-trend at full weight over 10 periods at t >= 2, down drain 3600 s, min busy 0.1; at a known end 60 s) were tuned
+trend at full weight over 10 periods at t >= 2, down drain 3600 s, min busy 0.1; at a known end 30 s) were tuned
 on 50 scenarios of `gesscale scenarios generate --seed 1` and reported on sets never looked at while tuning
 (`--seed 2`, `--seed 3`, `--seed 4` for the down-drain check, `--seed 5` for the end plan, `--seed 6` for the
 falling trend); docs/policies.md gives the sweeps and the held-out tables.
@@ -137,7 +137,7 @@ class GesscalePlusPolicy(Policy):
         trend_window: int = 10,
         trend_t: float = 2.0,
         plan_to_end: bool = True,
-        end_budget_s: float = 60.0,
+        end_budget_s: float = 30.0,
         payback_factor: float = 0.5,
         defer: bool = True,
         beta_prior: float = 0.8,

@@ -106,7 +106,7 @@ def test_a_scale_down_that_would_leave_a_lingering_queue_is_refused() -> None:
 def test_a_known_input_end_is_drained_soon_after() -> None:
     # 3 replicas (180/s) for 150/s with 40 000 records queued: drained in 1 333 s, within the 2400 s horizon, so
     # an unbounded stream rides it out. If the input ends in 600 s, 22 000 records would remain then (122 s of
-    # work > the 60 s end budget); 4 replicas after their 120 s pause leave 14 800 (62 s), 5 leave none: 5.
+    # work > the 30 s end budget); 4 replicas after their 120 s pause leave 14 800 (62 s), 5 leave none: 5.
     o = obs(3, t=600.0, input_rate=150, throughput=180, busy=1.0, bp=1.0, backlog=40000, growth=-1800)
     assert calibrated(defer=False).decide(o, ctx()).target == 3
     assert calibrated(defer=False).decide(o, ctx(input_end_s=1200.0)).target == 5

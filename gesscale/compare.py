@@ -23,7 +23,7 @@ import numpy as np
 
 from gesscale.errors import UserError
 from gesscale.metrics import METRIC_KEYS
-from gesscale.regret import Outcome, distribution, failing, fmt_diff, fmt_ratio, regret
+from gesscale.regret import Outcome, distribution, failing, fmt_diff, fmt_ratio, fmt_share, regret
 from gesscale.report import TITLES
 
 # Policies that are references, not contenders: never marked best in matrix.md.
@@ -56,6 +56,7 @@ class JobResult:
     supply: list[int] = field(default_factory=list)
     demand: list[int] = field(default_factory=list)
     drained: bool = True  # False: the run hit the drain limit with a backlog left
+    late_share: float = 0.0  # share of the records held longer than optimal's delay bound
     provenance: str = ""  # where the scenario's input comes from (`gesscale.report.workload_provenance`)
     rows: list[dict[str, object]] = field(default_factory=list)  # per-period time series (kept runs only)
 
@@ -84,7 +85,8 @@ def run_job(job: Job) -> JobResult:
     result = run_once(sc, job.policy, job.seed, keep_history=job.keep_series,
                       policy_options=dict(job.policy_options))
     out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s,
-                    drained=result.drained, provenance=workload_provenance(sc.workload))
+                    drained=result.drained, late_share=result.metrics.late_share,
+                    provenance=workload_provenance(sc.workload))
     if job.keep_series:
         out.rows = period_rows(result)
         step = max(1, int(round(sc.control_period_s)))
@@ -158,7 +160,7 @@ def regret_by_scenario(results: Sequence[JobResult]) -> dict[str, dict[str, dict
     """scenario → policy → regret against the references on the same seeds (`gesscale.regret`)."""
     runs: dict[str, dict[str, list[Outcome]]] = {}
     for r in sorted(results, key=lambda r: r.seed):
-        outcome = Outcome(r.seed, r.metrics["cost"], r.metrics["excess_time"], r.drained)
+        outcome = Outcome(r.seed, r.metrics["cost"], r.metrics["excess_time"], r.drained, r.late_share)
         runs.setdefault(r.scenario, {}).setdefault(r.policy, []).append(outcome)
     return {sc: regret(runs[sc]) for sc in sorted(runs)}
 
@@ -253,12 +255,15 @@ def matrix_markdown(matrix: Mapping[str, Mapping[str, Mapping[str, float]]], see
 def distribution_markdown(rows: Mapping[str, Mapping[str, float | int | None]]) -> str:
     """The per-policy distribution over scenarios (`gesscale.regret.distribution`) as one Markdown table."""
     lines = ["Each scenario's median over its seeds, then the median and the 95th percentile over the scenarios;"
+             " late: records held longer than optimal's delay bound (300 s);"
              " FAIL: scenarios where some seed never drained its backlog.", "",
-             "| policy | cost/optimal median | p95 | excess − optimal's median | p95 | FAIL (scenarios) |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| policy | cost/optimal median | p95 | excess − optimal's median | p95 | late median | p95 |"
+             " FAIL (scenarios) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for pid, row in rows.items():
         lines.append(f"| {pid} | {fmt_ratio(row['cost_vs_optimal_median'])} | {fmt_ratio(row['cost_vs_optimal_p95'])}"
                      f" | {fmt_diff(row['excess_vs_optimal_median'])} | {fmt_diff(row['excess_vs_optimal_p95'])}"
+                     f" | {fmt_share(row['late_median'])} | {fmt_share(row['late_p95'])}"
                      f" | {row['failing']} of {row['scenarios']} |")
     return "\n".join(lines)
 

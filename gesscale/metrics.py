@@ -28,7 +28,10 @@ Definitions (T = input duration):
   direction: Σ min(|sgn ΔS_k − sgn ΔD_k|, 1) / periods (SPEC's θ);
 - jitter = (supply changes − actionable-demand changes) per hour (SPEC's j; negative: too few adaptations);
 - cost = replica-minutes until completion; avg_replicas = mean supply over T;
-- max_backlog (records) and p95_delay_s (queueing delay: remaining pause + backlog / capacity).
+- max_backlog (records) and p95_delay_s (queueing delay: remaining pause + backlog / capacity);
+- late_share (reported beside the keys, not one of them): the share of the records processed more than DRAIN_S
+  after they arrived, in first-in-first-out order, each second's records taken at the wait of its last one.
+  `optimal` holds it at 0; a policy cheaper than `optimal` is cheaper because records wait longer.
 Pure: no I/O.
 """
 
@@ -60,7 +63,7 @@ LOWER_IS_BETTER = {k: True for k in METRIC_KEYS}
 
 @dataclass(frozen=True)
 class RunMetrics:
-    """The metric keys of one run, docs/metrics.md (plus the mean delay, reported but not a key)."""
+    """The metric keys of one run, docs/metrics.md (plus the mean delay and the late share, reported but not keys)."""
 
     accuracy_o: float
     accuracy_u: float
@@ -75,6 +78,7 @@ class RunMetrics:
     max_backlog: float
     p95_delay_s: float
     mean_delay_s: float = 0.0
+    late_share: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """The contract keys only, as JSON numbers."""
@@ -123,13 +127,16 @@ def compute_metrics(
     reconfigurations: int,
     period: int = 1,
     effective_demand: Sequence[float] | None = None,
+    arrivals: Sequence[float] | None = None,
+    departures: Sequence[float] | None = None,
 ) -> RunMetrics:
     """All metrics of one run (see the module docstring for each definition).
 
     `demand` and `supply` cover the input window [0, T) with T = len(demand)·dt; `supply_until_completion`,
     `backlog` and `delay` cover the whole run up to its completion. `period` is the control period in steps
     (jitter and instability are taken per period); `effective_demand` (same length as `demand`; default:
-    `demand`) is the demand counting the backlog, against which accuracy and timeshare are judged.
+    `demand`) is the demand counting the backlog, against which accuracy and timeshare are judged. `arrivals` and
+    `departures` (records in and processed per step, the whole run) give `late_share` (0 without them).
     """
     d = np.asarray(demand, dtype=float)
     s = np.asarray(supply, dtype=float)
@@ -164,4 +171,26 @@ def compute_metrics(
         max_backlog=float(b.max()) if b.size else 0.0,
         p95_delay_s=float(np.percentile(q, 95)) if q.size else 0.0,
         mean_delay_s=float(q.mean()) if q.size else 0.0,
+        late_share=late_share(arrivals, departures, DRAIN_S / dt) if arrivals is not None and departures is not None
+        else 0.0,
     )
+
+
+def late_share(arrivals: Sequence[float], departures: Sequence[float], bound_steps: float) -> float:
+    """The share of the records that leave more than `bound_steps` steps after they arrive (first in, first out).
+
+    `arrivals[i]` and `departures[i]` are the records in and processed during step i. A step's records are taken at
+    the wait of the last of them (an upper bound to within one step, and half a record); records never processed
+    are late.
+    """
+    a = np.asarray(arrivals, dtype=float)
+    total = a.sum()
+    if a.size == 0 or total <= 0:
+        return 0.0
+    cin = np.cumsum(a)
+    cout = np.cumsum(np.asarray(departures, dtype=float)[: a.size])
+    if cout.size < a.size:
+        cout = np.concatenate([cout, np.full(a.size - cout.size, cout[-1] if cout.size else 0.0)])
+    leave = np.searchsorted(cout, cin - 0.5)  # the step in which the last record of each step is processed
+    late = (leave >= a.size) | (leave - np.arange(a.size) > bound_steps)
+    return float(a[late].sum() / total)

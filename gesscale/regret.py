@@ -4,6 +4,10 @@
 `ideal` reconfigures for free (what no real policy can reach). Ratios and differences are taken seed by seed —
 the references saw the same input and noise — and the median over seeds is reported.
 
+Beside them, the share of records a policy held longer than `optimal`'s delay bound (`late`, a median over the
+seeds; `gesscale.metrics.late_share`): `optimal` holds it at 0, so a policy may be cheaper than the bound only by
+letting records wait longer.
+
 A run whose backlog was never drained (it reached the simulator's drain limit) has a low cost only because it
 stopped processing: such a policy is *failing*, and tables mark it instead of ranking its cost.
 """
@@ -27,6 +31,7 @@ class Outcome:
     cost: float
     excess: float
     drained: bool = True
+    late: float = 0.0  # share of the records held longer than optimal's delay bound
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -34,8 +39,9 @@ def _median(values: Sequence[float]) -> float | None:
 
 
 def regret(runs: Mapping[str, Sequence[Outcome]]) -> dict[str, dict[str, float | int | None]]:
-    """policy → median cost/reference and excess − reference over the seeds the reference also ran, and the
-    number of seeds that failed to drain (`failed_seeds`) out of `seeds`. A missing reference gives None."""
+    """policy → median cost/reference and excess − reference over the seeds the reference also ran, the median
+    late share over all its seeds (`late`), and the number of seeds that failed to drain (`failed_seeds`) out of
+    `seeds`. A missing reference gives None."""
     refs = {r: {o.seed: o for o in runs.get(r, ())} for r in REFERENCES}
     out: dict[str, dict[str, float | int | None]] = {}
     for pid, outcomes in runs.items():
@@ -45,6 +51,7 @@ def regret(runs: Mapping[str, Sequence[Outcome]]) -> dict[str, dict[str, float |
             ratios = [o.cost / ref.cost for o, ref in pairs if ref.cost > 0]
             row[f"cost_vs_{r}"] = _median(ratios)
             row[f"excess_vs_{r}"] = _median([o.excess - ref.excess for o, ref in pairs])
+        row["late"] = _median([o.late for o in outcomes])
         row["failed_seeds"] = sum(1 for o in outcomes if not o.drained)
         row["seeds"] = len(outcomes)
         out[pid] = row
@@ -66,6 +73,11 @@ def fmt_diff(value: float | int | None) -> str:
     return "–" if value is None else f"{value:+.4f}"
 
 
+def fmt_share(value: float | int | None) -> str:
+    """A share of the records, as a percentage for a table cell."""
+    return "–" if value is None else f"{100 * value:.1f} %"
+
+
 def status(row: Mapping[str, float | int | None]) -> str:
     """'ok', or 'FAIL k/N' when k of the N seeds never drained their backlog."""
     return f"FAIL {row['failed_seeds']}/{row['seeds']}" if failing(row) else "ok"
@@ -80,8 +92,8 @@ def _p95(values: Sequence[float]) -> float:
 
 def distribution(by_scenario: Mapping[str, Mapping[str, Mapping[str, float | int | None]]]
                  ) -> dict[str, dict[str, float | int | None]]:
-    """policy → median and 95th percentile, over the scenarios, of each scenario's cost / optimal and excess −
-    optimal's (themselves medians over seeds), the number of scenarios and of failing ones.
+    """policy → median and 95th percentile, over the scenarios, of each scenario's cost / optimal, excess −
+    optimal's and late share (themselves medians over seeds), the number of scenarios and of failing ones.
 
     This is what a set of generated scenarios is judged by (issue 19): one row per policy instead of a column per
     scenario. Failing scenarios stay in (their excess is what failing costs) and are counted.
@@ -91,7 +103,7 @@ def distribution(by_scenario: Mapping[str, Mapping[str, Mapping[str, float | int
     for pid in policies:
         rows = [per[pid] for per in by_scenario.values() if pid in per]
         row: dict[str, float | int | None] = {"scenarios": len(rows), "failing": sum(1 for r in rows if failing(r))}
-        for key in ("cost_vs_optimal", "excess_vs_optimal"):
+        for key in ("cost_vs_optimal", "excess_vs_optimal", "late"):
             values = [float(v) for r in rows if (v := r.get(key)) is not None]
             row[f"{key}_median"] = _median(values)
             row[f"{key}_p95"] = _p95(values) if values else None

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from gesscale.metrics import METRIC_KEYS
-from gesscale.regret import REFERENCES, failing, fmt_diff, fmt_ratio, status
+from gesscale.regret import REFERENCES, failing, fmt_diff, fmt_ratio, fmt_share, status
 from gesscale.simulate import RunResult, median_metrics, regret_of
 
 # Column titles of the table, in the order of METRIC_KEYS (docs/metrics.md).
@@ -120,6 +120,7 @@ def metrics_table(title: str, medians: Mapping[str, Mapping[str, float]],
     if regret is not None:
         for title_ in REGRET_TITLES.values():
             table.add_column(title_, justify="right")
+        table.add_column("late", justify="right")
         table.add_column("status")
     regret = regret or {}
     ranked = {p: m for p, m in medians.items()
@@ -137,7 +138,7 @@ def metrics_table(title: str, medians: Mapping[str, Mapping[str, float]],
         if regret:
             row = regret.get(pid, {})
             cells += [fmt_ratio(row.get("cost_vs_optimal")), fmt_ratio(row.get("cost_vs_ideal")),
-                      fmt_diff(row.get("excess_vs_optimal"))]
+                      fmt_diff(row.get("excess_vs_optimal")), fmt_share(row.get("late"))]
             st = status(row) if row else "–"
             cells.append(f"[red]{st}[/red]" if failing(row) else st)
         table.add_row(pid, *cells)

@@ -137,6 +137,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         reconfigurations=reconfigs,
         period=backend.period,
         effective_demand=effective_demand(backend, backend.period),
+        arrivals=backend.input[:end],
+        departures=backend.processed[:end],
     )
     return RunResult(
         scenario=scenario.name,
@@ -167,8 +169,8 @@ def regret_of(results: dict[str, list[RunResult]]) -> dict[str, dict[str, float 
     """Cost and excess of each policy against the references run on the same seeds (`gesscale.regret`)."""
     from gesscale.regret import Outcome, regret
 
-    return regret({pid: [Outcome(r.seed, r.metrics.cost, r.metrics.excess_time, r.drained) for r in runs]
-                   for pid, runs in results.items()})
+    return regret({pid: [Outcome(r.seed, r.metrics.cost, r.metrics.excess_time, r.drained, r.metrics.late_share)
+                         for r in runs] for pid, runs in results.items()})
 
 
 def seeds_for(scenario: Scenario, count: int) -> list[int]:

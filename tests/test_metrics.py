@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gesscale.metrics import METRIC_KEYS, compute_metrics
+from gesscale.metrics import METRIC_KEYS, compute_metrics, late_share
 
 # 10 steps of 60 s (T = 600 s).
 DEMAND = [1, 1, 2, 2, 3, 3, 3, 2, 2, 1]
@@ -60,3 +60,27 @@ def test_mismatched_series_are_rejected() -> None:
     with pytest.raises(ValueError):
         compute_metrics([1, 2], [1], dt=1, completion_s=2, supply_until_completion=[1], backlog=[0], delay=[0],
                         reconfigurations=0)
+
+
+def test_late_share_counts_the_records_that_wait_past_the_bound() -> None:
+    # 10 records a step for 6 steps; nothing processed for 3 steps (a pause), then 20 a step.
+    arrivals = [10, 10, 10, 10, 10, 10, 0, 0]
+    departures = [0, 0, 0, 20, 20, 20, 0, 0]
+    # FIFO: step 0's records leave in step 3 (wait 3), step 1's in 3 (2), step 2's in 4 (2), step 3's in 4 (1),
+    # step 4's in 5 (1), step 5's in 5 (0). Waits over 2 steps: step 0 only (10 of 60 records).
+    assert late_share(arrivals, departures, 2) == pytest.approx(10 / 60)
+    assert late_share(arrivals, departures, 1) == pytest.approx(30 / 60)
+    assert late_share(arrivals, departures, 3) == 0.0
+    # Records never processed wait past any bound.
+    assert late_share([10, 10], [10, 0], 5) == pytest.approx(0.5)
+    assert late_share([], [], 1) == 0.0
+    # compute_metrics reports it beside the contract keys, with the bound of 300 s in steps of dt.
+    m = compute_metrics([1] * 3, [1] * 3, dt=100.0, completion_s=300.0, supply_until_completion=[1] * 3,
+                        backlog=[0] * 3, delay=[0] * 3, reconfigurations=0, arrivals=[5, 5, 0, 0, 0, 0],
+                        departures=[0, 0, 0, 0, 5, 5])
+    assert m.late_share == pytest.approx(1.0)  # both steps' records wait 4 steps (400 s > 300 s)
+    m = compute_metrics([1] * 3, [1] * 3, dt=100.0, completion_s=300.0, supply_until_completion=[1] * 3,
+                        backlog=[0] * 3, delay=[0] * 3, reconfigurations=0, arrivals=[5, 5, 0, 0],
+                        departures=[0, 0, 5, 5])
+    assert m.late_share == 0.0  # 2 steps (200 s) each
+    assert "late_share" not in m.to_dict()

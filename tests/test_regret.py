@@ -68,7 +68,7 @@ def test_the_distribution_over_scenarios_takes_medians_and_the_linear_95th_perce
     # 21 scenarios: p's cost / optimal is 1.00, 1.01, ..., 1.20 and its excess 0, 0.001, ..., 0.020
     by_scenario = {
         f"s{i:02d}": regret({"optimal": [Outcome(1, 100.0, 0.0)],
-                             "p": [Outcome(1, 100.0 + i, i / 1000, drained=i != 20)]})
+                             "p": [Outcome(1, 100.0 + i, i / 1000, drained=i != 20, late=i / 100)]})
         for i in range(21)
     }
     row = distribution(by_scenario)["p"]
@@ -79,4 +79,6 @@ def test_the_distribution_over_scenarios_takes_medians_and_the_linear_95th_perce
     assert row["scenarios"] == 21 and row["failing"] == 1
     assert distribution(by_scenario)["optimal"]["cost_vs_optimal_p95"] == pytest.approx(1.0)
     text = distribution_markdown(distribution(by_scenario))
-    assert "| p | 1.100 | 1.190 | +0.0100 | +0.0190 | 1 of 21 |" in text
+    assert row["late_median"] == pytest.approx(0.10) and row["late_p95"] == pytest.approx(0.19)
+    assert "| p | 1.100 | 1.190 | +0.0100 | +0.0190 | 10.0 % | 19.0 % | 1 of 21 |" in text
+    assert "| optimal | 1.000 | 1.000 | +0.0000 | +0.0000 | 0.0 % | 0.0 % | 0 of 21 |" in text

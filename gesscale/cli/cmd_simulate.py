@@ -115,8 +115,9 @@ def register(app: typer.Typer) -> None:
         title = f"{sc.name}: medians over {seeds} seed(s), {duration / 60:.0f} min of input"
         out.print(metrics_table(title, {**doc["policies"], **doc["references"]}, doc["regret"]))
         out.print("c/opt, c/ideal: median over seeds of cost / the reference's cost on the same seed; "
-                  "Δexcess: excess time minus optimal's; FAIL: a backlog never drained (cost not comparable). "
-                  "optimal: cheapest schedule paying every pause, excess <= 0, every record within 300 s.")
+                  "Δexcess: excess time minus optimal's; late: share of records held longer than 300 s; FAIL: a "
+                  "backlog never drained (cost not comparable). optimal: cheapest schedule paying every pause, excess "
+                  "<= 0, every record within 300 s.")
         if json_out is not None:
             try:
                 write_json(json_out, doc)

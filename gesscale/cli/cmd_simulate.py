@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
         from gesscale.scenario import load_scenario, with_controller
         from gesscale.simulate import simulate_many, with_references
 
-        out = Console(width=None if Console().is_terminal else 180)
+        out = Console(width=None if Console().is_terminal else 200)
         err = Console(stderr=True)
         ids = parse_policy_list(policies)
         run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them

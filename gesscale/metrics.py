@@ -179,18 +179,17 @@ def compute_metrics(
 def late_share(arrivals: Sequence[float], departures: Sequence[float], bound_steps: float) -> float:
     """The share of the records that leave more than `bound_steps` steps after they arrive (first in, first out).
 
-    `arrivals[i]` and `departures[i]` are the records in and processed during step i. A step's records are taken at
-    the wait of the last of them (an upper bound to within one step, and half a record); records never processed
-    are late.
+    `arrivals[i]` and `departures[i]` (same length) are the records in and processed during step i. A step's
+    records are taken at the wait of the last of them (an upper bound to within one step, and half a record);
+    records never processed are late.
     """
-    a = np.asarray(arrivals, dtype=float)
+    a, d = np.asarray(arrivals, dtype=float), np.asarray(departures, dtype=float)
+    if a.shape != d.shape:
+        raise ValueError("arrivals and departures must be series of the same length")
     total = a.sum()
     if a.size == 0 or total <= 0:
         return 0.0
-    cin = np.cumsum(a)
-    cout = np.cumsum(np.asarray(departures, dtype=float)[: a.size])
-    if cout.size < a.size:
-        cout = np.concatenate([cout, np.full(a.size - cout.size, cout[-1] if cout.size else 0.0)])
+    cin, cout = np.cumsum(a), np.cumsum(d)
     leave = np.searchsorted(cout, cin - 0.5)  # the step in which the last record of each step is processed
     late = (leave >= a.size) | (leave - np.arange(a.size) > bound_steps)
     return float(a[late].sum() / total)

@@ -74,6 +74,8 @@ def test_late_share_counts_the_records_that_wait_past_the_bound() -> None:
     # Records never processed wait past any bound.
     assert late_share([10, 10], [10, 0], 5) == pytest.approx(0.5)
     assert late_share([], [], 1) == 0.0
+    with pytest.raises(ValueError):
+        late_share([1, 1], [1], 1)
     # compute_metrics reports it beside the contract keys, with the bound of 300 s in steps of dt.
     m = compute_metrics([1] * 3, [1] * 3, dt=100.0, completion_s=300.0, supply_until_completion=[1] * 3,
                         backlog=[0] * 3, delay=[0] * 3, reconfigurations=0, arrivals=[5, 5, 0, 0, 0, 0],

@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gesscale.errors import UserError
+from gesscale.names import check_name
 
 MARK_SHIFT = 16
 MARK_MASK = 0x0FFF0000  # 4 095 links at most; the low 16 bits stay free for anything else that marks packets
-TAG_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,20}$")  # a chain name is at most 28 characters: "GS-" + tag
 
 
 @dataclass(frozen=True)
@@ -99,15 +99,13 @@ def build_wan_plan(rtt: Mapping[tuple[str, str], float], extras: Mapping[tuple[s
     `hosts` maps each fog node to its address, `cgroup_parent` is the v2 path (relative to the hierarchy's root)
     holding one group per fog node.
     """
-    if not TAG_PATTERN.match(tag):
-        raise UserError(f"netem tag {tag!r}: use 1-20 letters, digits, '-' or '_'")
+    check_name("tag", tag, "netem tag")
     if not 0 <= queue <= 65535:
         raise UserError(f"NFQUEUE number {queue} outside 0..65535")
     for name, addr in hosts.items():
         if not re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", addr):
             raise UserError(f"node {name}: {addr!r} is not an IPv4 address")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise UserError(f"node name {name!r}: use letters, digits, '.', '-' or '_'")
+        check_name("node", name, "testbed node")
     if not re.fullmatch(r"[A-Za-z0-9_./-]+", cgroup_parent):
         raise UserError(f"cgroup path {cgroup_parent!r} has characters a rule cannot carry")
     chain = chain_name(tag)

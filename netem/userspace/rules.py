@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.names import check_name
 from netem.userspace.launch import LABEL_PREFIX
 
-TAG_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,20}$")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 IPV4_PATTERN = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$")
 STATE_ROOT = "/run/gesscale-netem"
@@ -32,8 +32,7 @@ CONFIG_NAME = "links.json"
 
 def check_tag(tag: str) -> str:
     """A tag names one emulation; `tb<digits>` is the testbed's (its stale sweep owns those)."""
-    if not TAG_PATTERN.match(tag):
-        raise UserError(f"netem tag {tag!r}: use 1-20 letters, digits, '-' or '_'")
+    check_name("tag", tag, "netem tag")
     if re.match(r"^tb\d", tag):
         raise UserError(f"netem tag {tag!r}: tags starting with 'tb' and a digit belong to the local testbed")
     return tag

@@ -23,6 +23,7 @@ import numpy as np
 
 from gesscale.errors import UserError
 from gesscale.metrics import METRIC_KEYS
+from gesscale.names import inside
 from gesscale.regret import Outcome, distribution, failing, fmt_diff, fmt_ratio, fmt_share, regret
 from gesscale.report import TITLES
 
@@ -283,7 +284,7 @@ def write_timeseries(results: Sequence[JobResult], folder: str | Path) -> list[P
     from gesscale.report import write_csv
     from gesscale.simulate import TIMESERIES_COLUMNS
 
-    return [write_csv(Path(folder) / f"{r.scenario}-{r.policy}.csv", r.rows, TIMESERIES_COLUMNS)
+    return [write_csv(inside(folder, f"{r.scenario}-{r.policy}.csv"), r.rows, TIMESERIES_COLUMNS)
             for r in sorted(results, key=lambda r: (r.scenario, r.policy)) if r.rows]
 
 
@@ -325,7 +326,7 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
         (regret_boxplots, (regret_matrix, out / "regret-boxplots.png"), {}),
     ]
     for sc, series in series_by_scenario(results).items():
-        figures.append((replicas_plot, (sc, series, period[sc], out / f"replicas-{sc}.png"),
+        figures.append((replicas_plot, (sc, series, period[sc], inside(out, f"replicas-{sc}.png")),
                         {"caption": provenance[sc]}))
     if workers <= 1:
         return paths + [fn(*args, **kwargs) for fn, args, kwargs in figures]

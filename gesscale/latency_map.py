@@ -45,6 +45,7 @@ from typing import Any
 import networkx as nx
 
 from gesscale.errors import UserError
+from gesscale.names import check_name
 from gesscale.placement import largest_rtt
 from gesscale.yamlfile import read_yaml
 
@@ -426,6 +427,7 @@ def _parse_nodes(raw: Any, source: str) -> dict[str, Node]:
         raise UserError(f"{source}: 'nodes' must be a non-empty mapping of node name to attributes")
     nodes: dict[str, Node] = {}
     for name, attrs in raw.items():
+        name = check_name("node", str(name), f"{source}: nodes")  # it reaches scripts, file names and configs
         attrs = attrs or {}
         if not isinstance(attrs, Mapping):
             raise UserError(f"{source}: node {name!r}: attributes must be a mapping (region, lat, lon)")
@@ -441,6 +443,8 @@ def _parse_nodes(raw: Any, source: str) -> dict[str, Node]:
         if lon is not None and not -180 <= lon <= 180:
             raise UserError(f"{source}: node {name!r}: lon {lon} outside [-180, 180]")
         region = attrs.get("region")
+        if region is not None:
+            check_name("region", str(region), f"{source}: node {name}: region")
         nodes[str(name)] = Node(
             str(name),
             None if region is None else str(region),

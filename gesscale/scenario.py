@@ -13,6 +13,7 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.latency_map import SUSPICIOUS_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
+from gesscale.names import check_name
 from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
@@ -152,8 +153,10 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     name = data.get("name")
     if name is not None and not isinstance(name, str | int):
         raise UserError(f"{where}: 'name' must be a string, got {name!r}")
+    name = str(name or (path.stem if path else "scenario"))
+    check_name("scenario", name, f"{where}: name")  # time series and figures are named after it
     sc = Scenario(
-        name=str(name or (path.stem if path else "scenario")),
+        name=name,
         latency_map=lmap,
         truth=truth,
         workload=workload,

@@ -1,7 +1,8 @@
 """Hosts as netem sees them: SSH coordinates and the address/device the `tc` plan uses.
 
-The inventory is read with Ansible's own inventory machinery (YAML or INI, group_vars, host_vars, templated
-values), so the fabric path and the playbooks agree on every variable. Variables used:
+The inventory is read with Ansible's own inventory machinery (YAML or INI, group_vars, host_vars), so the fabric
+path and the playbooks agree on every variable; templated values are limited to the forms the shipped
+inventories use and substituted as text, never evaluated (`netem.inventory_templates`). Variables used:
 
 - `ansible_host`, `ansible_user`, `ansible_port`, `ansible_ssh_private_key_file`, `ansible_become`: SSH;
 - `netem_address`: IPv4 address of the node on the cluster network (default: `ansible_host`);
@@ -24,7 +25,9 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
+from gesscale.names import check_name
 from netem.inventory_fields import CHECKS, check_host_vars, duplicate_addresses
+from netem.inventory_templates import check_host_templates, render
 
 CONNECTION_VARS = (
     "ansible_host",
@@ -144,35 +147,53 @@ def _refuse_shared_addresses(addresses: Mapping[str, str | None], source: str) -
                         "own; set netem_address to the node's IP on the cluster network)")
 
 
-def load_inventory(path: str | Path) -> dict[str, Host]:
-    """Read an Ansible inventory (file or directory) into hosts, with Jinja values rendered like Ansible does."""
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"inventory not found: {p}")
+def read_inventory(p: Path) -> tuple[Any, Any, Any]:
+    """Ansible's (loader, inventory, variable manager) for a YAML or INI inventory, every name checked.
+
+    Only the `yaml` and `ini` inventory plugins are enabled: the `script` plugin would run an executable file
+    of an inventory folder, and `auto` would run any plug-in a YAML file names. Host and group names are
+    checked against the name rule (`gesscale.names`), and every value against the allowed Jinja forms
+    (`netem.inventory_templates`): nothing of the inventory is evaluated.
+    """
     # Imported here: ansible is heavy and only this adapter needs it.
+    from ansible import constants
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
     from ansible.vars.manager import VariableManager
 
     loader = DataLoader()
+    enabled = constants.INVENTORY_ENABLED
+    constants.INVENTORY_ENABLED = ["yaml", "ini"]
     try:
         inventory = InventoryManager(loader=loader, sources=[str(p)])
     except Exception as err:  # ansible reports parse errors with its own exception types
         raise UserError(f"{p}: cannot parse inventory: {err}") from None
+    finally:
+        constants.INVENTORY_ENABLED = enabled
+    for group in inventory.groups:
+        check_name("group", group, f"{p}: group name")
+    for host in inventory.hosts:
+        check_name("host", host, f"{p}: host name")
     variables = VariableManager(loader=loader, inventory=inventory)
+    for host in inventory.hosts.values():
+        check_host_templates(host.name, variables.get_vars(host=host))
+    return loader, inventory, variables
+
+
+def load_inventory(path: str | Path) -> dict[str, Host]:
+    """Read an Ansible inventory (file or directory) into hosts; the allowed Jinja forms are substituted as text
+    (`netem.inventory_templates`), any other template is refused: nothing is evaluated."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"inventory not found: {p}")
+    _, inventory, variables = read_inventory(p)
     hosts: dict[str, Host] = {}
     default_known_hosts = str((p if p.is_dir() else p.parent).resolve() / "known_hosts")
     for h in inventory.get_hosts():
         all_vars = variables.get_vars(host=h)
-        templar = Templar(loader=loader, variables=all_vars)
-        wanted: dict[str, Any] = {}
-        for key in (*CONNECTION_VARS, *(k for k in CHECKS if k not in CONNECTION_VARS)):
-            if key in all_vars:
-                try:
-                    wanted[key] = templar.template(all_vars[key])
-                except Exception as err:
-                    raise UserError(f"{p}: host {h.name}: cannot render {key}: {err}") from None
+        wanted = {key: render(all_vars[key], all_vars)
+                  for key in (*CONNECTION_VARS, *(k for k in CHECKS if k not in CONNECTION_VARS))
+                  if key in all_vars}  # fmt: skip
         wanted.setdefault("ssh_known_hosts_file", default_known_hosts)
         hosts[h.name] = host_from_vars(h.name, wanted)
     if not hosts:

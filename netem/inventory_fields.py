@@ -55,11 +55,18 @@ def check_ipv4(host: str, value: Any, key: str = "netem_address") -> str:
 
 
 def check_ssh_host(host: str, value: Any, key: str = "ansible_host") -> str:
-    """An IP literal or a DNS host name."""
+    """An IP literal or a DNS host name; an IPv6 scope id (`fe80::1%eth0`) must be an interface name or index.
+
+    Python's `ipaddress` takes anything after the `%` as the scope id (a newline too), and the value is rendered
+    into line-oriented config files (k3s' config.yaml), so the scope id is checked against the device pattern.
+    """
     text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
     if text is not None:
         try:
-            ipaddress.ip_address(text)
+            address = ipaddress.ip_address(text)
+            scope = getattr(address, "scope_id", None)
+            if scope is not None and not _DEVICE.fullmatch(scope):
+                raise _refuse(host, key, value, "an IP address whose scope id is an interface name (fe80::1%eth0)")
             return text
         except ValueError:
             if _HOSTNAME.fullmatch(text):

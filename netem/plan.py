@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
-from netem.inventory_fields import check_device
+from gesscale.names import check_name
+from netem.inventory_fields import check_device, check_ipv4
 
 MODES = ("netem", "structural")
 ROOT_HANDLE = "1:"
@@ -112,8 +113,15 @@ class NodePlan:
         """A POSIX shell script, run as root, that applies the plan idempotently: delete, then add.
 
         `tc qdisc replace` on an existing htb root fails, so the root is always deleted first (an absent root
-        is fine). The script is the single artefact both the fabric path and the Ansible role execute.
+        is fine). The script is the single artefact both the fabric path and the Ansible role execute. Names,
+        addresses and the device are written into its comment lines, so each is checked here again, whoever built
+        the plan: a newline would end the comment and start a command.
         """
+        check_name("node", self.node, "netem plan: node")
+        check_device(self.node, self.device)
+        for r in self.rules:
+            check_name("node", r.peer, f"netem plan for {self.node}: peer")
+            check_ipv4(r.peer, r.address)
         lines = [
             "#!/bin/sh",
             f"# gesscale netem plan for {self.node} on {self.device}, mode {self.mode}",

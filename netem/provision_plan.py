@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from netem.hosts import read_inventory
+from netem.inventory_templates import check_templates
 from netem.playbooks import PLAYBOOK_DIR, playbook_path
 
 UNKNOWN = "<decided on the host>"
@@ -197,24 +199,18 @@ def provision_plan(
 
     Plays on `localhost` (the inventory check of site.yml) and tasks outside roles are not listed.
     """
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
 
     path = playbook_path(playbook)
     inv = Path(inventory)
     if not inv.exists():
         raise UserError(f"inventory not found: {inv}")
-    loader = DataLoader()
+    for key, value in (extra_vars or {}).items():
+        check_templates("--extra", key, value)  # templated below with the roles' values: only the allowed forms
+    loader, inventory_mgr, variables = read_inventory(inv)  # names and templates checked, nothing evaluated
     plays = loader.load_from_file(str(path)) or []
-    try:
-        inventory_mgr = InventoryManager(loader=loader, sources=[str(inv)])
-    except Exception as err:
-        raise UserError(f"{inv}: cannot parse inventory: {err}") from None
     if limit:
         inventory_mgr.subset(limit)
-    variables = VariableManager(loader=loader, inventory=inventory_mgr)
     only = {t.strip() for t in (tags or "").split(",") if t.strip()}
     skip = {t.strip() for t in (skip_tags or "").split(",") if t.strip()}
     # every host's variables, as the roles' `hostvars[...]` sees them (the server address, Kafka's voters)

@@ -11,6 +11,7 @@ from rich.console import Console
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.progress import run_progress
 from gesscale.errors import UserError
+from gesscale.names import inside
 
 DEFAULT_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
 
@@ -127,20 +128,20 @@ def register(app: typer.Typer) -> None:
         if plot is not None:  # the requested policies (the references run for the regret columns only)
             from gesscale.report import plot_figure7, workload_provenance
 
-            path = plot_figure7({pid: results[pid][0] for pid in ids}, plot / f"{sc.name}-figure7.png",
+            path = plot_figure7({pid: results[pid][0] for pid in ids}, inside(plot, f"{sc.name}-figure7.png"),
                                 caption=workload_provenance(sc.workload))
             out.print(f"wrote {path}")
             from gesscale.experiment.paper import reproduction_markdown
 
             table3 = reproduction_markdown(doc["policies"], workload_provenance(sc.workload), seeds)
             if table3:
-                (plot / f"{sc.name}-table3.md").write_text(table3)
+                inside(plot, f"{sc.name}-table3.md").write_text(table3)
                 out.print(f"wrote {plot / f'{sc.name}-table3.md'}")
         if timeseries is not None:
             from gesscale.report import write_csv
             from gesscale.simulate import TIMESERIES_COLUMNS, period_rows
 
             for pid in run_ids:
-                path = write_csv(timeseries / f"{sc.name}-{pid}.csv", period_rows(results[pid][0]),
+                path = write_csv(inside(timeseries, f"{sc.name}-{pid}.csv"), period_rows(results[pid][0]),
                                  TIMESERIES_COLUMNS)
                 out.print(f"wrote {path}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.names import check_name
 from gesscale.options import controller_from_dict, policy_options_from_dict
 from gesscale.schema import check_keys, number
 
@@ -117,7 +118,8 @@ def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
     except TypeError as err:
         raise UserError(f"{where}: local: {err}") from None
     sim = _policy_list(data["sim_policies"], "sim_policies", where) if "sim_policies" in data else ()
-    return ExperimentSpec(name=str(data.get("name") or Path(where).stem), environment="local", scenario_path=None,
+    name = check_name("experiment", str(data.get("name") or Path(where).stem), f"{where}: name")
+    return ExperimentSpec(name=name, environment="local", scenario_path=None,
                           policies=_policy_list(data.get("policies"), "policies", where), seeds=1, latency_map=lmap,
                           source=where, local=dict(local), sim_policies=sim)
 
@@ -164,7 +166,7 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     if workload and workload.get("kind") == "csv" and "path" in workload:
         workload = {**workload, "path": str(_path(workload["path"], "workload.path", root, where))}
     return ExperimentSpec(
-        name=str(data.get("name") or Path(source).stem),
+        name=check_name("experiment", str(data.get("name") or Path(source).stem), f"{where}: name"),
         environment=env,
         scenario_path=scenario,
         policies=policies,

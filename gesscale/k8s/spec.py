@@ -40,6 +40,7 @@ from gesscale.k8s.security import (
     scratch_mount,
     scratch_volume,
 )
+from gesscale.names import check_name
 
 TEMPLATE_DIR = "/opt/gesscale/k8s"
 TEMPLATE_FILE = "executor-pod-template.yaml"
@@ -96,6 +97,8 @@ class SubmitSpec:
     extra_conf: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_name("image", self.image, "--image")  # rendered into the manifests and Spark's configuration
+        check_name("image", self.controller_image, "--controller-image")
         check_dns_label(self.app, "application name")
         check_dns_label(self.namespace, "namespace")
         check_dns_label(self.controller_namespace, "controller namespace")

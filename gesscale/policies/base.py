@@ -25,6 +25,7 @@ import networkx as nx
 from gesscale import placement
 from gesscale.config import ControllerConfig
 from gesscale.errors import UserError
+from gesscale.names import check_name, is_name
 from gesscale.observation import Decision, Observation
 
 
@@ -100,8 +101,8 @@ _REGISTRY: dict[str, type[Policy]] = {}
 
 def register(cls: type[Policy]) -> type[Policy]:
     """Class decorator: make a policy available under its `id`."""
-    if not cls.id:
-        raise ValueError(f"{cls.__name__} has no id")
+    if not cls.id or not is_name("policy", cls.id):
+        raise ValueError(f"{cls.__name__} has no id, or one outside the name rule (gesscale.names)")
     if cls.id in _REGISTRY and _REGISTRY[cls.id] is not cls:
         raise ValueError(f"policy id {cls.id!r} registered twice")
     _REGISTRY[cls.id] = cls
@@ -158,6 +159,7 @@ def load_plugin(spec: str) -> str:
         raise UserError(f"policy plug-in {spec!r}: {path.name} has no Policy subclass named {name!r}")
     if not cls.id or not isinstance(cls.id, str):
         raise UserError(f"policy plug-in {spec!r}: {name} must set a class attribute id = \"my-policy\"")
+    check_name("policy", cls.id, f"policy plug-in {spec!r}: id")  # bundles and time series are named after it
     if cls.id in _REGISTRY and _REGISTRY[cls.id] is not cls:
         raise UserError(f"policy plug-in {spec!r}: id {cls.id!r} is already a policy; choose another")
     _REGISTRY[cls.id] = cls

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.names import check_name
 from gesscale.process import ManagedProcess, port_is_free
 from gesscale.testbed.cgroups import CgroupTree, process_tree
 from jobs import spark_security
@@ -157,6 +158,7 @@ class Fleet:
         run_dir.mkdir(parents=True, exist_ok=True)
         nodes = {}
         for i, name in enumerate(node_names):
+            check_name("node", name, "testbed node")  # a folder, a cgroup and a log file are named after it
             host = node_host(name, i)
             nodes[name] = FogNode(name, host, ports.worker_base + i, ports.worker_ui_base + i, cores)
             for port in (ports.worker_base + i, ports.worker_ui_base + i):

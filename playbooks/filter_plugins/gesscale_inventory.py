@@ -2,8 +2,10 @@
 
 `gesscale provision` reads the inventory with `netem.hosts.load_inventory` first; a user who runs
 `ansible-playbook playbooks/site.yml` directly gets the same refusals from the first play, which calls
-`gesscale_inventory_problems`: every value that reaches a command or a rendered file (addresses, interface,
-user, paths, label sources) against its strict pattern, and two hosts on one address.
+`gesscale_inventory_problems`: host names against the name rule, every value against the allowed Jinja forms
+(read untemplated: a refused template is never evaluated), every value that reaches a command or a rendered
+file (addresses, interface, user, paths, label sources) against its strict pattern, and two hosts on one
+address.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from ansible.errors import AnsibleFilterError
 
 try:  # gesscale must be importable by the Python that runs ansible-playbook
     from gesscale.errors import UserError
+    from gesscale.names import check_name
     from netem.inventory_fields import CHECKS, check_host_vars, duplicate_addresses
+    from netem.inventory_templates import check_host_templates
 except ImportError as _err:  # pragma: no cover - reported when the filter is used
     _IMPORT_ERROR: ImportError | None = _err
 else:
@@ -29,6 +33,13 @@ def gesscale_inventory_problems(hostvars: Mapping[str, Any], hosts: list[str]) -
     problems = []
     addresses = {}
     for name in hosts:
+        raw = hostvars.raw_get(name) if hasattr(hostvars, "raw_get") else hostvars[name]  # untemplated values
+        try:
+            check_name("host", name, "inventory: host name")
+            check_host_templates(name, raw)
+        except UserError as err:  # checked before any value is read through Ansible's templating
+            problems.append(str(err))
+            continue
         hv = hostvars[name]
         values = {k: hv[k] for k in CHECKS if k in hv}
         try:

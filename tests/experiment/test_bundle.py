@@ -104,3 +104,15 @@ def test_a_model_without_a_model_based_policy_is_refused(tmp_path: Path) -> None
     model.write_text('{"model": {"alpha": 60, "beta": 0.9, "gamma": 0.1, "measurements": []}}')
     with pytest.raises(UserError, match="'model': none of the policies thr-nlaware has a performance model"):
         spec_from_dict({**BASE, "policies": ["thr-nlaware"], "model": str(model)}, "exp.yaml", ROOT)
+
+
+@pytest.mark.parametrize("name", ["../../x", "a\nb", "a/b"])
+def test_an_experiment_name_outside_the_name_rule_is_refused(tmp_path: Path, name: str) -> None:
+    from gesscale.errors import UserError
+    from gesscale.experiment.spec import spec_from_dict
+
+    data = {"name": name, "environment": "sim", "scenario": str(ROOT / "scenarios/pi10-spike.yaml"),
+            "policies": ["static"], "seeds": 1}
+    with pytest.raises(UserError, match="not a valid experiment name") as err:
+        spec_from_dict(data, "exp.yaml", tmp_path)
+    assert "\n" not in str(err.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from gesscale.cli import main
@@ -71,3 +72,12 @@ def test_run_without_a_token_is_refused_unless_dry(fake_kube, fake_driver, monke
                  "--latency-map", str(ROOT / "inventory/latency/pi10.yaml"), "--steps", "1"])
     assert code == 2
     assert "set GESSCALE_JOB_TOKEN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--image", "--controller-image"])
+def test_an_image_with_a_newline_writes_no_manifest(tmp_path, capsys, flag):
+    out = tmp_path / "job"
+    assert main(["k8s", "submit", "-o", str(out), flag, "gesscale-job:0.1.0\n  command: [sh]"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{flag}: 'gesscale-job:0.1.0\\n" in err, err
+    assert not out.exists()

@@ -79,6 +79,8 @@ def test_the_example_runs_in_simulate(tmp_path: Path) -> None:
      "    def decide(self, obs, ctx): ...\n", "P", "id 'gesscale' is already a policy"),
     ("from gesscale.policies.base import Policy\nclass P(Policy):\n    def decide(self, obs, ctx): ...\n", "P",
      "must set a class attribute id"),
+    ("from gesscale.policies.base import Policy\nclass P(Policy):\n    id = '../../x'\n"
+     "    def decide(self, obs, ctx): ...\n", "P", "id: '../../x' is not a valid policy name"),
 ])
 def test_a_bad_plugin_is_one_clear_error(tmp_path: Path, content: str | None, name: str, message: str) -> None:
     path = tmp_path / "bad.py"

@@ -12,14 +12,18 @@ Auth: header `Authorization: Bearer <token>` (nothing else), token from the envi
 `GESSCALE_JOB_TOKEN`; without it the hook routes answer 403.
 
 The server is built not to be held by a client: the token is checked before the body is read, a POST needs a
-Content-Length (411 without it) of at most `MAX_BODY` bytes (413 above, refused before reading), sockets time
-out, and requests run on a bounded pool of threads (jobs/http_server.py), not one thread per connection.
+Content-Length (411 without it) of at most `MAX_BODY` bytes (413 above, refused before reading), a request must
+arrive within one deadline (not a timeout per read), one client address holds at most `per_client` workers
+(429 beyond), and requests run on a bounded pool of threads (jobs/http_server.py), not one thread per
+connection. A body's numbers must be finite and in range (`NUMBERS`): NaN, Infinity, 1e308 are answered 400.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 import json
+import math
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
@@ -27,11 +31,47 @@ from typing import Any
 
 from jobs.executors import ScalingUnsupported
 from jobs.hook import BadHookRequest, ScalingHook
-from jobs.http_server import PooledHTTPServer
+from jobs.http_server import DeadlineReader, PooledHTTPServer
 
 TOKEN_ENV = "GESSCALE_JOB_TOKEN"
 MAX_BODY = 64 * 1024  # the hook's bodies are a few dozen bytes
 BEARER = "Bearer "
+MAX_TARGET = 4096  # executors: far above any cluster this job runs on (a Pi cluster has tens)
+MAX_WAIT_S = 3600.0  # the longest a hook call may wait for its change to show
+# Each number a body may carry: (lowest, highest, whole number); anything else is answered 400.
+NUMBERS: dict[str, tuple[float, float, bool]] = {"target": (0, MAX_TARGET, True), "wait_s": (0.0, MAX_WAIT_S, False)}
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number the hook accepts")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object whose numbers are finite and within `NUMBERS` (`BadHookRequest` otherwise)."""
+    try:
+        args = json.loads(body or b"{}", parse_constant=_refuse_constant, parse_float=_finite)
+    except ValueError as err:  # JSONDecodeError, NaN/Infinity, 1e400, a 5000-digit integer, bad UTF-8
+        raise BadHookRequest(f"the body is not JSON the hook accepts: {str(err)[:120]}") from None
+    if not isinstance(args, dict):
+        raise BadHookRequest("the body must be a JSON object")
+    for key, (lo, hi, whole) in NUMBERS.items():
+        if key not in args:
+            continue
+        value = args[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BadHookRequest(f"{key} must be a number, got {str(value)[:40]!r}")
+        if whole and value != int(value):
+            raise BadHookRequest(f"{key} must be a whole number, got {value}")
+        if not lo <= value <= hi:
+            raise BadHookRequest(f"{key} must be in [{lo:g}, {hi:g}], got {str(value)[:40]}")
+    return args
 
 
 class DriverApi:
@@ -94,9 +134,7 @@ class DriverApi:
             return _json(denied[0], {"error": denied[1]})
         assert self.hook is not None
         try:
-            args = json.loads(body or b"{}")
-            if not isinstance(args, dict):
-                raise BadHookRequest("the body must be a JSON object")
+            args = parse_body(body)
             if method == "GET" and path == "/executors":
                 return _json(200, self.hook.status())
             if method == "POST" and path == "/executors/target":
@@ -120,16 +158,25 @@ def _json(status: int, payload: Any) -> tuple[int, str, bytes]:
 
 
 def serve(
-    api: DriverApi, host: str, port: int, *, workers: int = 8, timeout_s: float = 10.0
+    api: DriverApi, host: str, port: int, *, workers: int = 8, timeout_s: float = 10.0, per_client: int | None = None
 ) -> PooledHTTPServer:
     """Start serving `api` on host:port in a daemon thread; `server.shutdown()` then `server.server_close()`
-    stop it. At most `workers` requests are served at once; a socket silent for `timeout_s` is closed.
+    stop it. At most `workers` requests are served at once, at most `per_client` (default: half the workers)
+    for one client address; a connection silent for `timeout_s` is closed, and a request must have arrived
+    `timeout_s` after a worker took it.
 
-    Raises OSError when the port is taken.
+    Raises ValueError for a port outside 1-65535, OSError when the port is taken.
     """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port {port!r} is not in 1-65535")
 
     class Handler(BaseHTTPRequestHandler):
-        timeout = timeout_s  # socket timeout while reading the request and writing the answer
+        timeout = timeout_s  # socket timeout while writing the answer (reading runs against the deadline)
+
+        def setup(self) -> None:
+            super().setup()
+            deadline = self.server.request_deadline()  # type: ignore[attr-defined]
+            self.rfile = io.BufferedReader(DeadlineReader(self.connection, deadline))
 
         def _serve(self, method: str) -> None:
             path = self.path.split("?", 1)[0]
@@ -142,6 +189,7 @@ def serve(
                 size = int(length or 0)
                 body = self.rfile.read(size) if size else b""
                 status, ctype, payload = api.handle(method, path, auth, body)
+            self.connection.settimeout(timeout_s)  # the answer is written with a plain timeout
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(payload)))
@@ -157,6 +205,7 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logs
             return
 
-    server = PooledHTTPServer((host, port), Handler, workers=workers, idle_timeout_s=timeout_s)
+    server = PooledHTTPServer((host, port), Handler, workers=workers, idle_timeout_s=timeout_s,
+                              request_timeout_s=timeout_s, per_client=per_client)  # fmt: skip
     threading.Thread(target=server.serve_forever, name="gesscale-driver-api", daemon=True).start()
     return server

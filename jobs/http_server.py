@@ -3,12 +3,19 @@
 `ThreadingHTTPServer` starts a thread per connection and keeps it while the connection idles: 300 idle
 connections held 300 threads (issue 17). Here one watcher thread waits, with a selector, until a connection has
 sent something, and only then hands it to a pool of `workers` threads; a connection that sends nothing within
-`idle_timeout_s` is closed without ever holding a worker. Inside a worker the socket has a timeout, so a client
-that stops half-way through its request frees the worker after `timeout_s`.
+`idle_timeout_s` is closed without ever holding a worker.
+
+Inside a worker the request (request line, headers, body) must arrive within one deadline, `request_timeout_s`
+from the moment the worker took it: every read waits only for what is left of it (`DeadlineReader`), so a client
+trickling a byte every few seconds is cut off at the deadline, not kept as long as each byte comes in time
+(issue 28: 8 such clients held `GET /metrics` for 40 s with a per-read timeout). And one client address holds
+at most `per_client` workers at once: a further request from it is answered 429 and closed at once, so clients
+from one address cannot take the whole pool from the others.
 """
 
 from __future__ import annotations
 
+import io
 import selectors
 import socket
 import threading
@@ -17,6 +24,29 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 MAX_WAITING = 1024  # connections waiting for their first byte; beyond that the oldest is closed
+_BUSY_BODY = b'{"error": "too many connections from this address"}'
+_BUSY = (b"HTTP/1.0 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\n"
+         b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))  # fmt: skip
+
+
+class DeadlineReader(io.RawIOBase):
+    """A socket's reading side in which every read waits only until one deadline (`TimeoutError` after it)."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self.deadline = deadline
+
+    def readable(self) -> bool:
+        """Always: this is the reading side."""
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def,override]
+        """Read what has arrived, waiting at most until the deadline."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive within its deadline")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
 
 
 class PooledHTTPServer(HTTPServer):
@@ -25,9 +55,13 @@ class PooledHTTPServer(HTTPServer):
     request_queue_size = 128  # listen backlog: a burst of connections is accepted, not left to SYN retries
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, workers: int = 8,
-                 idle_timeout_s: float = 10.0) -> None:  # fmt: skip
+                 idle_timeout_s: float = 10.0, request_timeout_s: float = 10.0,
+                 per_client: int | None = None) -> None:  # fmt: skip
         super().__init__(address, handler)
         self.idle_timeout_s = idle_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.per_client = per_client if per_client is not None else max(1, workers // 2)
+        self._active: dict[str, int] = {}  # client address -> connections on a worker now
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gesscale-api")
         self._selector = selectors.DefaultSelector()
         self._waiting: dict[socket.socket, tuple[float, tuple]] = {}
@@ -60,6 +94,11 @@ class PooledHTTPServer(HTTPServer):
                         continue
                     _, address = self._waiting.pop(sock)  # type: ignore[call-overload]
                     self._selector.unregister(sock)
+                    client = str(address[0]) if address else ""
+                    if self._active.get(client, 0) >= self.per_client:
+                        self._refuse_busy(sock)
+                        continue
+                    self._active[client] = self._active.get(client, 0) + 1
                     self._pool.submit(self._handle, sock, address)
                 for sock, (since, _) in list(self._waiting.items()):
                     if now - since > self.idle_timeout_s:
@@ -71,6 +110,25 @@ class PooledHTTPServer(HTTPServer):
         self._selector.unregister(sock)
         self.shutdown_request(sock)
 
+    def active(self) -> dict[str, int]:
+        """Connections on a worker now, per client address."""
+        with self._lock:
+            return dict(self._active)
+
+    def _refuse_busy(self, sock: socket.socket) -> None:
+        """Answer 429 without reading the request, and close (caller holds the lock; never blocks)."""
+        sock.setblocking(False)
+        try:
+            sock.send(_BUSY)
+            sock.recv(65536)  # what the client sent, so that closing does not reset the answer away
+        except OSError:
+            pass
+        self.shutdown_request(sock)
+
+    def request_deadline(self) -> float:
+        """The moment by which a request handed to a worker now must have arrived (`DeadlineReader`)."""
+        return time.monotonic() + self.request_timeout_s
+
     def _handle(self, sock: socket.socket, address: tuple) -> None:
         try:
             self.finish_request(sock, address)
@@ -78,6 +136,13 @@ class PooledHTTPServer(HTTPServer):
             self.handle_error(sock, address)
         finally:
             self.shutdown_request(sock)
+            client = str(address[0]) if address else ""
+            with self._lock:
+                left = self._active.get(client, 1) - 1
+                if left > 0:
+                    self._active[client] = left
+                else:
+                    self._active.pop(client, None)
 
     def server_close(self) -> None:
         """Stop the watcher, close waiting connections and the pool, then the listening socket (once: a second

@@ -76,6 +76,9 @@ class JobConfig:
             raise UserError("--starting-offsets must be earliest or latest")
         if self.executors is not None and self.executors < 0:
             raise UserError("--executors must be >= 0")
+        for flag, port in (("--http-port", self.http_port), ("--ui-port", self.ui_port)):
+            if port is not None and not 1 <= port <= 65535:
+                raise UserError(f"{flag} must be a port in 1-65535, got {port}")
         if self.dead_letter_topic in (self.input, self.output) or self.input == self.output:
             raise UserError("input, output and dead-letter topics must be three different topics")
         self.loaded_query()

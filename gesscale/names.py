@@ -35,6 +35,7 @@ PATTERNS: dict[str, str] = {
     "group": _NAME,  # inventory group names (playbook host patterns)
     "node": _NAME,  # latency map nodes (they are inventory hosts on the Pis, fog node folders locally)
     "region": _LABEL_VALUE,  # map and inventory regions (a k3s node label)
+    "device": r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}",  # Linux interfaces: 15 bytes at most (IFNAMSIZ - 1), no '/'
     "tag": r"[A-Za-z0-9][A-Za-z0-9_-]{0,19}",  # the testbed's WAN chain tags ("GS-" + tag: a chain has 28 at most)
     "scenario": _NAME,  # a scenario's `name` (time series and figure file names)
     "experiment": _NAME,  # an experiment's `name` (the bundle's report)

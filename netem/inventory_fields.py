@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.names import PATTERNS
 
 # Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace (dev_valid_name); we also
 # refuse anything but letters, digits, '_', '.', '-' (eth0, wlan0, enp1s0, eth0.100, br-lan), and '.'/'..'.
-_DEVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
+_DEVICE = re.compile(PATTERNS["device"])
 # DNS host names (RFC 1123 labels) for ansible_host when it is not an IP literal.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?")
@@ -32,7 +33,7 @@ _PATH = re.compile(r"[A-Za-z0-9_./~+@%,:=-]{1,4096}")
 # Ansible connection plugin names (local, ssh, paramiko_ssh, community.docker.docker).
 _CONNECTION = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*")
 # Kubernetes label values (node labels k3s sets from region and arch): 63 characters at most.
-_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")
+_LABEL_VALUE = re.compile(rf"(?:{PATTERNS['region']})?")  # the name rule's region, or empty
 
 
 def _refuse(host: str, key: str, value: Any, expected: str) -> UserError:

@@ -42,6 +42,8 @@ PATTERNS: dict[str, str] = {
     "policy": _NAME,  # policy ids, built in or plug-in (bundle and time series file names)
     "image": _IMAGE,  # container images (`--image`, rendered into manifests)
 }
+# How a message states a pattern too long to read in one line.
+STATED = {"image": "[registry[:port]/]path[:tag][@sha256:digest], the path in lower case"}
 _COMPILED = {kind: re.compile(pattern) for kind, pattern in PATTERNS.items()}
 _IMAGE_MAX = 255  # the longest image reference we pass on (the registries' own limit is of that order)
 SHOWN_MAX = 80  # an error message shows at most this many characters of the offending value
@@ -66,7 +68,8 @@ def check_name(kind: str, value: Any, field: str) -> str:
     `field` says where the name was read, as the user would find it (`map.yaml: node`, `--image`).
     """
     if not is_name(kind, value):
-        raise UserError(f"{field}: {shown(value)} is not a valid {kind} name (expected {PATTERNS[kind]})")
+        expected = STATED.get(kind, PATTERNS[kind])
+        raise UserError(f"{field}: {shown(value)} is not a valid {kind} name (expected {expected})")
     return value
 
 

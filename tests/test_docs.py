@@ -49,3 +49,12 @@ def test_docs_cite_docs_not_an_external_design_file() -> None:
             if path.suffix in (".py", ".md", ".yml", ".yaml") and pattern.search(path.read_text(errors="replace")):
                 offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, offenders
+
+
+def test_the_name_rules_in_docs_are_the_declared_patterns() -> None:
+    """docs/validation.md, "Names": one row per kind of `gesscale.names.PATTERNS`, with its pattern."""
+    from gesscale.names import PATTERNS
+
+    text = (ROOT / "docs" / "validation.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (\w+) \| [^\n]*\| `([^`]+)` \|$", text, re.M)}
+    assert {k: v.replace("\\|", "|") for k, v in rows.items() if k in PATTERNS} == PATTERNS

@@ -147,9 +147,10 @@ def test_the_shipped_template_forms_are_read_without_evaluation(tmp_path: Path) 
         assert load_inventory(ROOT / "inventory" / inventory)
 
 
-def test_the_playbook_check_refuses_a_templated_value_unevaluated(tmp_path: Path) -> None:
+@pytest.mark.parametrize("field", ["region", "ansible_host"])  # ansible_host: templated to connect, unless delegated
+def test_the_playbook_check_refuses_a_templated_value_unevaluated(tmp_path: Path, field: str) -> None:
     sentinel = tmp_path / "pwned"
-    inv = _inventory(tmp_path, {"a": {**BASE["a"], "region": _lookup(sentinel)}, "b": BASE["b"]})
+    inv = _inventory(tmp_path, {"a": {**BASE["a"], field: _lookup(sentinel)}, "b": BASE["b"]})
     res = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
                           str(ROOT / "playbooks" / "site.yml"), "--tags", "no-such-tag", "--limit", "a",
                           "-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}"],

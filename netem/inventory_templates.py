@@ -10,8 +10,9 @@ project ships. So an inventory value may carry exactly these forms (inventory/pi
 - `{{ lookup('ansible.builtin.env', 'NAME') }}`: an environment variable (the k3s token, the MQTT password).
 
 Any other Jinja (an expression, a statement `{% %}`, a comment `{# #}`, another lookup or variable) is refused
-with one line naming the host and the variable, before anything is rendered or run. `render` substitutes the
-allowed forms by plain string replacement, never through a template engine.
+with one line naming the host and the variable, before anything is rendered or run; a value marked `!unsafe`
+is text to Ansible and passes as it is. `render` substitutes the allowed forms by plain string replacement,
+never through a template engine.
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ def is_templated(value: str) -> bool:
     return _JINJA.search(value) is not None
 
 
+def _marked_unsafe(value: str) -> bool:
+    """Whether Ansible would leave the string as it is (`!unsafe`): such a value is text, whatever it holds."""
+    try:
+        from ansible.template import is_trusted_as_template  # ansible-core >= 2.19: only trusted strings render
+    except ImportError:  # older ansible-core renders every string but its unsafe type
+        try:
+            from ansible.utils.unsafe_proxy import AnsibleUnsafe
+        except ImportError:
+            return False
+        return isinstance(value, AnsibleUnsafe)
+    return type(value) is not str and not is_trusted_as_template(value)  # a plain str (e.g. --extra) is checked
+
+
 def _refused(text: str) -> bool:
     for form in _ALLOWED:
         text = form.sub("", text)
@@ -52,7 +66,7 @@ def _refused(text: str) -> bool:
 def check_templates(host: str, key: str, value: Any) -> None:
     """Refuse a value (or a key or item inside it) with Jinja other than the allowed forms: one `UserError`."""
     if isinstance(value, str):
-        if _refused(value):
+        if _refused(value) and not _marked_unsafe(value):
             raise UserError(f"host {host}: {key}: template {shown(value)} is not allowed in an inventory (only "
                             f"{ALLOWED_FORMS}; write the value itself)")
     elif isinstance(value, dict):  # a plain mapping only: Ansible's lazy wrappers template on access
@@ -73,7 +87,7 @@ def check_host_templates(host: str, hostvars: Mapping[str, Any]) -> None:
 
 def render(value: Any, hostvars: Mapping[str, Any]) -> Any:
     """A checked value with the allowed forms replaced by their values, as plain text (nothing evaluated)."""
-    if not isinstance(value, str) or not is_templated(value):
+    if not isinstance(value, str) or not is_templated(value) or _marked_unsafe(value):
         return value
     text = _INVENTORY_DIR.sub(lambda _: str(hostvars.get("inventory_dir") or ""), value)
     if _KNOWN_HOSTS.search(text):

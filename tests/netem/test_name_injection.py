@@ -143,6 +143,9 @@ def test_the_shipped_template_forms_are_read_without_evaluation(tmp_path: Path) 
              "b": BASE["b"]}  # fmt: skip
     loaded = load_inventory(_inventory(tmp_path, hosts))
     assert loaded["a"].known_hosts == f"{tmp_path.resolve()}/known_hosts"
+    unsafe = tmp_path / "unsafe.yml"  # a value marked !unsafe is text to Ansible: accepted as it is
+    unsafe.write_text("all:\n  hosts:\n    a: {ansible_host: 10.9.0.1, pw: !unsafe 'x{{ y }}'}\n")
+    assert load_inventory(unsafe)["a"].address == "10.9.0.1"
     for inventory in ("pi10", "local"):
         assert load_inventory(ROOT / "inventory" / inventory)
 

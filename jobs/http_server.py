@@ -10,7 +10,8 @@ from the moment the worker took it: every read waits only for what is left of it
 trickling a byte every few seconds is cut off at the deadline, not kept as long as each byte comes in time
 (issue 28: 8 such clients held `GET /metrics` for 40 s with a per-read timeout). And one client address holds
 at most `per_client` workers at once: a further request from it is answered 429 and closed at once, so clients
-from one address cannot take the whole pool from the others.
+from one address cannot take the whole pool from the others; nor can it fill the waiting connections: past a
+quarter of `MAX_WAITING`, its own oldest waiting connection is closed, not another client's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 MAX_WAITING = 1024  # connections waiting for their first byte; beyond that the oldest is closed
+WAITING_SHARE = 4  # one client address has at most MAX_WAITING / 4 of them; beyond that its own oldest is closed
 _BUSY_BODY = b'{"error": "too many connections from this address"}'
 _BUSY = (b"HTTP/1.0 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\n"
          b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))  # fmt: skip
@@ -75,7 +77,11 @@ class PooledHTTPServer(HTTPServer):
     def process_request(self, request, client_address) -> None:  # type: ignore[override]
         """Park the new connection until it is readable (called by serve_forever's thread)."""
         with self._lock:
-            if len(self._waiting) >= MAX_WAITING:
+            client = str(client_address[0]) if client_address else ""
+            mine = [s for s, (_, a) in self._waiting.items() if (str(a[0]) if a else "") == client]
+            if len(mine) >= max(1, MAX_WAITING // WAITING_SHARE):  # a flood from one address evicts only its own
+                self._drop(min(mine, key=lambda s: self._waiting[s][0]))
+            elif len(self._waiting) >= MAX_WAITING:
                 oldest = min(self._waiting, key=lambda s: self._waiting[s][0])
                 self._drop(oldest)
             self._waiting[request] = (time.monotonic(), client_address)

@@ -143,6 +143,22 @@ def test_one_address_holds_at_most_half_the_workers(patient_server) -> None:
             sock.close()
 
 
+def test_a_flood_of_idle_connections_from_one_address_evicts_only_its_own(server, monkeypatch) -> None:
+    monkeypatch.setattr("jobs.http_server.MAX_WAITING", 16)  # 4 waiting connections per address at most
+    early = _connect(server, "127.0.0.71")  # another client's connection, opened before the flood
+    flood = [_connect(server, "127.0.0.70") for _ in range(40)]
+    try:
+        with _connect(server, "127.0.0.70") as last:  # the flooding address still gets its newest one served
+            last.sendall(REQUEST)
+            assert _answer(last).startswith(b"HTTP/1.0 200")
+        early.sendall(REQUEST)
+        assert _answer(early).startswith(b"HTTP/1.0 200"), "the other client's waiting connection was closed"
+    finally:
+        early.close()
+        for sock in flood:
+            sock.close()
+
+
 def _post(srv, body: bytes) -> tuple[int, dict]:
     head = (f"POST /executors/target HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip

@@ -119,6 +119,8 @@ class NodePlan:
         """
         check_name("node", self.node, "netem plan: node")
         check_device(self.node, self.device)
+        if self.mode not in MODES:
+            raise UserError(f"unknown netem mode {self.mode!r}: choose one of {', '.join(MODES)}")
         for r in self.rules:
             check_name("node", r.peer, f"netem plan for {self.node}: peer")
             check_ipv4(r.peer, r.address)

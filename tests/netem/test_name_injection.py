@@ -69,6 +69,10 @@ def test_the_script_refuses_a_name_that_bypassed_the_readers() -> None:
         NodePlan("a", "eth0", "netem", (rule,)).apply_script()
     with pytest.raises(UserError, match="not a valid node name"):
         NodePlan("a\nreboot", "eth0", "netem", ()).apply_script()
+    with pytest.raises(UserError, match="unknown netem mode"):
+        NodePlan("a", "eth0", "netem\nreboot", ()).apply_script()
+    with pytest.raises(UserError, match="not an IPv4 address"):
+        NodePlan("a", "eth0", "netem", (PeerRule("b", "10.9.0.2\nreboot", 5.0, "1:10"),)).apply_script()
     lmap = latency_map_from_dict({"nodes": ["a", "b"], "default_rtt_ms": 10})
     script = build_plan(lmap, {"a": "10.9.0.1", "b": "10.9.0.2"}, {"a": "eth0", "b": "eth0"})["a"].apply_script()
     assert script.splitlines()[2] == "# b 10.9.0.2 rtt/2=5ms class 1:10"  # valid names are unchanged

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,15 +32,16 @@ def mosquitto_binary() -> str:
     return path
 
 
-def mosquitto_config(port: int, data_dir: Path) -> str:
-    """The mosquitto.conf text for a listener on 127.0.0.1:port with persistence under `data_dir`."""
+def mosquitto_config(port: int, data_dir: Path, autosave_interval_s: int = 5) -> str:
+    """The mosquitto.conf text for a listener on 127.0.0.1:port with persistence under `data_dir`, saved every
+    `autosave_interval_s` seconds (mosquitto's own default is 1800 s)."""
     return "\n".join(
         [
             f"listener {port} {HOST}",
             "allow_anonymous true",
             "persistence true",
             f"persistence_location {data_dir}/",
-            "autosave_interval 5",
+            f"autosave_interval {autosave_interval_s}",
             "max_queued_messages 0",
             "max_queued_bytes 0",
             "max_inflight_messages 1000",
@@ -85,6 +88,7 @@ class MqttBroker:
     data_dir: Path
     process: ManagedProcess
     host: str = HOST
+    autosave_interval_s: int = 5
 
     def alive(self) -> bool:
         """True while mosquitto runs."""
@@ -94,6 +98,30 @@ class MqttBroker:
         """Stop mosquitto (SIGTERM; it saves its persistence file)."""
         self.process.stop()
 
+    @property
+    def db_path(self) -> Path:
+        """mosquitto's persistence file (written at each autosave, on SIGUSR1 and at exit)."""
+        return self.data_dir / "mosquitto.db"
+
+    def saved_at(self) -> int | None:
+        """Modification time (ns) of the persistence file, None before the first save."""
+        try:
+            return self.db_path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def save(self, timeout_s: float = 10.0) -> None:
+        """Make mosquitto write its in-memory state (sessions, subscriptions, queues) to disk now, and wait until
+        it has: SIGUSR1 (mosquitto(8)). A subscription made before this survives a `kill -9` right after."""
+        before = self.saved_at()
+        os.kill(self.process.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while self.saved_at() == before:
+            if time.monotonic() > deadline or not self.alive():
+                raise UserError(f"mosquitto did not save its state within {timeout_s:g} s (log: "
+                                f"{self.process.log_path})")  # fmt: skip
+            time.sleep(0.02)
+
     def __enter__(self) -> MqttBroker:
         return self
 
@@ -101,15 +129,15 @@ class MqttBroker:
         self.stop()
 
 
-def start_mosquitto(port: int, data_dir: Path, *, timeout_s: float = 15.0) -> MqttBroker:
+def start_mosquitto(port: int, data_dir: Path, *, timeout_s: float = 15.0, autosave_interval_s: int = 5) -> MqttBroker:
     """Start mosquitto on 127.0.0.1:port with its config and data under `data_dir`; wait until it answers."""
     binary = mosquitto_binary()
     check_port(port, "MQTT", HOST)
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     conf = data_dir / "mosquitto.conf"
-    conf.write_text(mosquitto_config(port, data_dir))
+    conf.write_text(mosquitto_config(port, data_dir, autosave_interval_s))
     _hand_to_mosquitto_user(data_dir)
     proc = spawn([binary, "-c", str(conf)], data_dir / "mosquitto.log", cwd=data_dir)
     wait_until_listening(proc, port, "mosquitto", timeout_s)
-    return MqttBroker(port=port, data_dir=data_dir, process=proc)
+    return MqttBroker(port=port, data_dir=data_dir, process=proc, autosave_interval_s=autosave_interval_s)

@@ -83,21 +83,24 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def read_values(
-    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5, since_ms: int | None = None
+    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5, since_ms: int | None = None,
+    client_config: dict | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
     """Every (partition, offset, value) of `topic` from the beginning (or from the first record stamped at or
     after `since_ms`, by offsets_for_times), read with assign + poll (no group).
 
     Ends when every partition has been read up to the end offset taken at the start AND then nothing more
     arrives for `settle_s` — so a broker that under-reports end offsets (tansu) cannot cut the read short —
-    or when nothing at all arrives for `idle_timeout_s`.
+    or when nothing at all arrives for `idle_timeout_s`. `client_config`: kafka-python security settings
+    (TLS, SASL) of the cluster, as `producer.security` makes them.
     """
     import time
 
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, client_id="gesscale-reader", enable_auto_commit=False, max_poll_records=5000
+        bootstrap_servers=bootstrap, client_id="gesscale-reader", enable_auto_commit=False, max_poll_records=5000,
+        **(client_config or {}),
     )
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]

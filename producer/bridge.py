@@ -85,14 +85,17 @@ class Bridge:
         self._down_since: float | None = None  # first Kafka failure since the last delivery
         self.ledger = Ledger()  # what was forwarded, for the end verification
         self.client_id = client_id
-        self.kafka_bootstrap, self.kafka_config = kafka_bootstrap, kafka_config
+        from gesscale.brokers.security import kafka_client_config
+
+        self.kafka_bootstrap = kafka_bootstrap
+        self.kafka_config = kafka_client_config() if kafka_config is None else kafka_config
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=kafka_bootstrap, client_id=client_id, acks="all", linger_ms=2,
                 enable_idempotence=False,  # see producer.sinks.KafkaSink: noida-db forgets producer state
                 delivery_timeout_ms=30_000, request_timeout_ms=10_000, max_block_ms=2_000,
                 reconnect_backoff_ms=200, reconnect_backoff_max_ms=5_000, bootstrap_timeout_ms=10_000,
-                **(kafka_config or {}),
+                **self.kafka_config,
             )  # fmt: skip
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {kafka_bootstrap}: {err}") from None
@@ -108,6 +111,9 @@ class Bridge:
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
         self._connected = threading.Event()
+        self._connack = threading.Event()  # the first answer to CONNECT, accepted or refused
+        self._refused: str | None = None
+        self._mqtt_address = f"{mqtt_host}:{mqtt_port}"
         self._closing = False
         try:
             self._client.connect(mqtt_host, mqtt_port, keepalive=keepalive_s)
@@ -119,8 +125,11 @@ class Bridge:
     # paho network thread ------------------------------------------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
+            self._refused = str(reason_code)
+            self._connack.set()
             self.notify(f"MQTT connection refused: {reason_code}")
             return
+        self._connack.set()
         # one SUBSCRIBE: a pong proves the data filters are in place too (producer.handshake)
         client.subscribe([(t, 1) for t in self.topics] + [(PING_TOPIC, 1)])
         self._connected.set()
@@ -223,6 +232,7 @@ class Bridge:
         last_received = -1
         self._client.loop_start()
         try:
+            self._await_connack()
             while not stop.is_set():
                 time.sleep(0.05)
                 self._retry_due()
@@ -251,6 +261,14 @@ class Bridge:
             close_producer(self._producer, 5.0)  # Kafka unreachable: its records stay un-acked in MQTT
         self.stats.elapsed_s = time.monotonic() - start
         return self.stats
+
+    def _await_connack(self, timeout_s: float = 15.0) -> None:
+        """A refused first connection (bad credentials, not authorised) is one clear error, not a retry loop."""
+        if not self._connack.wait(timeout_s):
+            raise UserError(f"MQTT broker at {self._mqtt_address} did not accept the connection within "
+                            f"{timeout_s:.0f} s (TLS or protocol mismatch?)")  # fmt: skip
+        if self._refused is not None:
+            raise UserError(f"MQTT broker at {self._mqtt_address} refused the connection: {self._refused}")
 
     def _gave_up(self, now: float, give_up_after_s: float | None) -> bool:
         with self._lock:

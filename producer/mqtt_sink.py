@@ -45,7 +45,7 @@ class KafkaConfirm:
 
     bootstrap: str
     topic: str
-    client_config: dict[str, Any] | None = None  # security settings for kafka-python (producer.security)
+    client_config: dict[str, Any] | None = None  # kafka-python TLS/SASL settings; None: the environment's
 
     def held(self, since_ms: int) -> Counter[bytes]:
         """Occurrences of each record id in the topic from `since_ms` on (KafkaError when unreadable)."""
@@ -57,12 +57,12 @@ class KafkaConfirm:
 
 @dataclass
 class MqttEndpoint:
-    """How to reach the MQTT broker: address, keepalive and (producer.security) TLS and credentials."""
+    """How to reach the MQTT broker: address, keepalive, and TLS and credentials (gesscale.brokers.security)."""
 
     host: str
     port: int
     keepalive_s: int = 30
-    configure: Callable[[Any], None] | None = None  # applies TLS and username/password to a paho client
+    configure: Callable[[Any], None] | None = None  # applies TLS and credentials (gesscale.brokers.security)
 
 
 class MqttSink:

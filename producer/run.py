@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gesscale.brokers.security import mqtt_security
 from gesscale.errors import UserError
 from producer.mqtt_sink import KafkaConfirm, MqttEndpoint, MqttSink
 from producer.outbox import Outbox
@@ -142,12 +143,14 @@ def build_sink(opts: ProduceOptions, notify: Notify) -> tuple[Sink, str]:
         if not port.isdigit():
             raise UserError(f"--mqtt must be host:port, got {opts.mqtt!r}")
         client_id = run_client_id(opts)
-        endpoint = MqttEndpoint(host or "127.0.0.1", int(port), opts.keepalive_s)
+        security = mqtt_security()
+        endpoint = MqttEndpoint(host or "127.0.0.1", int(port), opts.keepalive_s, security.configure)
         outbox = Outbox(outbox_path(opts, client_id)) if opts.qos == 1 and opts.confirm else None
         confirm = KafkaConfirm(opts.kafka, opts.topic) if outbox is not None else None
         sink = MqttSink(endpoint, opts.mqtt_topic, opts.qos, notify, client_id, outbox=outbox, confirm=confirm,
                         bridge_wait_s=opts.give_up_after_s)  # fmt: skip
-        where = f"MQTT {opts.mqtt} topic {opts.mqtt_topic} (QoS {opts.qos}, client id {client_id})"
+        where = (f"MQTT {opts.mqtt} ({security.describe()}) topic {opts.mqtt_topic} (QoS {opts.qos}, client id "
+                 f"{client_id})")
         if confirm is not None:
             where += f", confirmed in Kafka {opts.kafka} topic {opts.topic}"
         return sink, where

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from kafka.errors import KafkaError
 
+from gesscale.brokers.security import kafka_client_config
 from gesscale.errors import UserError
 from producer.audit import Ledger, Verification
 from producer.keyhash import key_partition
@@ -152,6 +153,7 @@ class KafkaSink:
             self._producer = KafkaProducer(
                 bootstrap_servers=bootstrap,
                 **client_settings(linger_ms=linger_ms, batch_size=batch_size, delivery_timeout_ms=delivery_timeout_ms),
+                **kafka_client_config(),
             )
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {bootstrap}: {err}") from None

@@ -53,6 +53,7 @@ def register(app: typer.Typer) -> None:
 
         Prints counters every 5 s and a summary at the end (also on Ctrl-C and SIGTERM).
         """
+        from gesscale.brokers.security import mqtt_security
         from gesscale.brokers.topics import ensure_topic
         from producer.bridge import Bridge
 
@@ -66,7 +67,8 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--keepalive must be 5..3600 seconds, got {keepalive}")
         ensure_topic(kafka, topic, partitions)
         runner = Bridge(host, port, mqtt_topic, kafka, topic, lambda m: err.print(f"[yellow]{m}[/yellow]"),
-                        key_field=key_field or None, client_id=client_id, keepalive_s=keepalive)  # fmt: skip
+                        key_field=key_field or None, client_id=client_id, keepalive_s=keepalive,
+                        mqtt_configure=mqtt_security().configure)  # fmt: skip
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         shown = {"at": 0.0}

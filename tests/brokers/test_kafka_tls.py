@@ -53,15 +53,16 @@ def tls_kafka(tls_certs: TlsFiles) -> Iterator[tuple[KafkaBroker, object]]:
     scratch = scratch_dir("gesscale-kafka-tls-")
     broker = start_kafka(free_port(*KAFKA_PORTS), scratch / "kafka")
     try:
-        with tls_proxy(free_port(19300, 19399), broker.port, tls_certs) as proxy, _redirect(broker.port, proxy.listen_port):
-            yield broker, proxy
+        with tls_proxy(free_port(19300, 19399), broker.port, tls_certs) as proxy:
+            with _redirect(broker.port, proxy.listen_port):
+                yield broker, proxy
     finally:
         broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(_iptables() is None, reason="needs root and iptables (nat) to put the proxy on the broker's port")
+@pytest.mark.skipif(_iptables() is None, reason="needs root and iptables (nat) for the proxy on the broker's port")
 def test_kafka_clients_over_tls_through_a_terminating_proxy(tls_kafka, tls_certs: TlsFiles, tmp_path,
                                                             monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # fmt: skip
     broker, proxy = tls_kafka

@@ -53,9 +53,9 @@ def tls_kafka(tls_certs: TlsFiles) -> Iterator[tuple[KafkaBroker, object]]:
     scratch = scratch_dir("gesscale-kafka-tls-")
     broker = start_kafka(free_port(*KAFKA_PORTS), scratch / "kafka")
     try:
-        with tls_proxy(free_port(19300, 19399), broker.port, tls_certs) as proxy:
-            with _redirect(broker.port, proxy.listen_port):
-                yield broker, proxy
+        proxy_port = free_port(19300, 19399)
+        with tls_proxy(proxy_port, broker.port, tls_certs) as proxy, _redirect(broker.port, proxy_port):
+            yield broker, proxy
     finally:
         broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -63,8 +63,9 @@ def tls_kafka(tls_certs: TlsFiles) -> Iterator[tuple[KafkaBroker, object]]:
 
 @pytest.mark.e2e
 @pytest.mark.skipif(_iptables() is None, reason="needs root and iptables (nat) for the proxy on the broker's port")
-def test_kafka_clients_over_tls_through_a_terminating_proxy(tls_kafka, tls_certs: TlsFiles, tmp_path,
-                                                            monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # fmt: skip
+def test_kafka_clients_over_tls_through_a_terminating_proxy(
+    tls_kafka, tls_certs: TlsFiles, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     broker, proxy = tls_kafka
     monkeypatch.setenv("GESSCALE_KAFKA_SECURITY_PROTOCOL", "SSL")
     monkeypatch.setenv("GESSCALE_KAFKA_CA_FILE", str(tls_certs.ca))

@@ -6,12 +6,21 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from gesscale.brokers.security import kafka_client_config
+
 SCAN_IDLE_POLLS = 60  # one-second polls without a record before a key scan gives up
+
+
+def _consumer(bootstrap: str, **options) -> KafkaConsumer:
+    """A consumer without a group, with the cluster's TLS/SASL settings from the environment
+    (gesscale.brokers.security)."""
+    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, **options,
+                         **kafka_client_config())
 
 
 def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
     """Number of partitions of each topic; a missing topic counts 0."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    consumer = _consumer(bootstrap)
     try:
         return {t: len(consumer.partitions_for_topic(t) or ()) for t in topics}
     finally:
@@ -20,7 +29,7 @@ def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
     """Create `topic` with `partitions` partitions unless it exists."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gesscale-job")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gesscale-job", **kafka_client_config())
     try:
         admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     except TopicAlreadyExistsError:
@@ -39,7 +48,7 @@ def _end_offsets(consumer: KafkaConsumer, topics: list[str]) -> dict[str, dict[i
 
 def end_offsets(bootstrap: str, topics: list[str]) -> dict[str, dict[int, int]]:
     """Current end offset of every partition of `topics`."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    consumer = _consumer(bootstrap)
     try:
         return _end_offsets(consumer, topics)
     finally:
@@ -57,7 +66,7 @@ class OffsetsReader:
     def end_offsets(self, topics: list[str]) -> dict[str, dict[int, int]]:
         """Current end offset of every partition of `topics` (asked of the broker, never cached)."""
         if self._consumer is None:
-            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None)
+            self._consumer = _consumer(self.bootstrap)
         try:
             return _end_offsets(self._consumer, topics)
         except Exception:
@@ -73,7 +82,7 @@ class OffsetsReader:
 
 def partition_end(bootstrap: str, topic: str, partition: int) -> int:
     """The current end offset of one partition."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    consumer = _consumer(bootstrap)
     try:
         tp = TopicPartition(topic, partition)
         return int(consumer.end_offsets([tp])[tp])
@@ -93,8 +102,7 @@ def written_keys(bootstrap: str, topic: str, partition: int, start: int, careful
 
 def read_keys(bootstrap: str, topic: str, partition: int, start: int) -> set[bytes]:
     """Keys of the records of one partition from `start` up to its current end."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             check_crcs=False, max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
+    consumer = _consumer(bootstrap, check_crcs=False, max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
     tp = TopicPartition(topic, partition)
     keys: set[bytes] = set()
     try:

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from gesscale.brokers.security import kafka_client_config
 from jobs.offsets import Offsets, Range, cap, normalise, split
 
 SOURCE_NAME = "gesscale_kafka"
@@ -90,6 +91,7 @@ def _fetch(part: KafkaRangePartition) -> Iterator[tuple[list[int], list[Any], li
         max_partition_fetch_bytes=fetch_bytes,
         fetch_max_bytes=fetch_bytes,
         client_id="gesscale-source",
+        **kafka_client_config(),
     )
     tp = TopicPartition(part.topic, rng.partition)
     try:
@@ -232,7 +234,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             self._consumer = KafkaConsumer(
                 bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None,
-                client_id="gesscale-source-planner",
+                client_id="gesscale-source-planner", **kafka_client_config(),
             )
         return self._consumer
 
@@ -311,7 +313,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if client is None:
             from kafka import KafkaConsumer
 
-            client = KafkaConsumer(bootstrap_servers=self.dead_bootstrap, enable_auto_commit=False, group_id=None)
+            client = KafkaConsumer(bootstrap_servers=self.dead_bootstrap, enable_auto_commit=False, group_id=None,
+                                   **kafka_client_config())
         try:
             parts = sorted(client.partitions_for_topic(self.dead_topic) or ())
             if not parts:

@@ -63,12 +63,13 @@ class AuditResult:
         return not self.missing
 
 
-def held_counts(bootstrap: str, topic: str, since_ms: int, settle_s: float = 1.0) -> Counter[bytes]:
+def held_counts(bootstrap: str, topic: str, since_ms: int, settle_s: float = 1.0,
+                client_config: dict | None = None) -> Counter[bytes]:  # fmt: skip
     """How many times each record id occurs in `topic` from `since_ms` on (read to the current end)."""
     from gesscale.brokers.topics import read_values
 
     return Counter(identity(value) for _, _, value in read_values(bootstrap, topic, settle_s=settle_s,
-                                                                  since_ms=since_ms))
+                                                                  since_ms=since_ms, client_config=client_config))
 
 
 def compare(ledger: Ledger, held: Counter[bytes]) -> AuditResult:
@@ -100,7 +101,8 @@ class Verification:
 
 
 def verify_run(ledger: Ledger, bootstrap: str, topic: str, resend: Callable[[list[tuple[bytes | None, bytes]]], None],
-               notify: Callable[[str], None], timeout_s: float, rounds: int = 3) -> Verification:  # fmt: skip
+               notify: Callable[[str], None], timeout_s: float, rounds: int = 3,
+               client_config: dict | None = None) -> Verification:  # fmt: skip
     """Read `topic` back from before the run, hand every record of `ledger` it lacks to `resend` (which returns
     once they are acknowledged or it gave up), read again: up to `rounds` read-backs within `timeout_s`."""
     from kafka.errors import KafkaError
@@ -111,7 +113,7 @@ def verify_run(ledger: Ledger, bootstrap: str, topic: str, resend: Callable[[lis
     n = 0
     while n < rounds and time.monotonic() < deadline:
         try:
-            held = held_counts(bootstrap, topic, ledger.since_ms())
+            held = held_counts(bootstrap, topic, ledger.since_ms(), client_config=client_config)
         except KafkaError as err:
             outcome.error = f"reading the topic back failed: {type(err).__name__}"
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))

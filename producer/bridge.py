@@ -4,7 +4,13 @@ The bridge subscribes with QoS 1 on a persistent session (fixed client id, clean
 acknowledgements. Each message is sent to Kafka; the PUBACK goes back to the MQTT broker from the Kafka
 success callback. A Kafka failure keeps the message un-acknowledged and retries it with backoff; if the bridge
 dies, the broker re-delivers whatever was not acknowledged when the bridge reconnects. Duplicates are possible
-(at-least-once), losses are not.
+(at-least-once), losses are not. A message whose record id this bridge has already forwarded (a producer
+publishing again what the MQTT broker may have lost, `producer.mqtt_sink`) is acknowledged without forwarding
+it a second time and counted (`deduplicated`); the first copy's own acknowledgement still waits for Kafka.
+
+The bridge subscribes to `producer.handshake.PING_TOPIC` in the same SUBSCRIBE as its data filters and answers
+a producer's ping when one of its filters covers the producer's topic: a producer publishes again after a broker
+restart only once a bridge is subscribed again.
 
 A Kafka acknowledgement is not trusted alone (the embedded broker loses what it acknowledged since its last save
 when killed, producer.audit): the bridge keeps what it forwarded and, at the end of its run, reads the Kafka
@@ -21,10 +27,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gesscale.errors import UserError
 from producer.audit import Ledger, Verification, verify_run
+from producer.handshake import PING_TOPIC, parse_ping, pong_payload
 from producer.sinks import Backoff, Notify, close_producer
+from producer.verify import record_id
 
 
 @dataclass
@@ -36,6 +45,8 @@ class BridgeStats:
     kafka_failures: int = 0
     mqtt_acked: int = 0
     redelivered: int = 0  # received with MQTT's DUP flag: sent before, maybe forwarded by an earlier bridge
+    deduplicated: int = 0  # received again after this bridge had forwarded the record: acknowledged, not forwarded
+    pings: int = 0  # producers' questions answered (producer.handshake)
     elapsed_s: float = 0.0
     gave_up: bool = False
     verification: Verification | None = None
@@ -56,8 +67,9 @@ class Bridge:
     """Forward MQTT topics to one Kafka topic, acknowledging MQTT only after Kafka acknowledged."""
 
     def __init__(self, mqtt_host: str, mqtt_port: int, topics: list[str], kafka_bootstrap: str, kafka_topic: str,
-                 notify: Notify, *, key_field: str | None = "ride_id",
-                 client_id: str = "gesscale-bridge") -> None:  # fmt: skip
+                 notify: Notify, *, key_field: str | None = "ride_id", client_id: str = "gesscale-bridge",
+                 keepalive_s: int = 30, mqtt_configure: Callable[[Any], None] | None = None,
+                 kafka_config: dict[str, Any] | None = None) -> None:  # fmt: skip
         import paho.mqtt.client as mqtt
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
@@ -72,38 +84,54 @@ class Bridge:
         self._pending = 0
         self._down_since: float | None = None  # first Kafka failure since the last delivery
         self.ledger = Ledger()  # what was forwarded, for the end verification
+        self.client_id = client_id
+        from gesscale.brokers.security import kafka_client_config
+
         self.kafka_bootstrap = kafka_bootstrap
+        self.kafka_config = kafka_client_config() if kafka_config is None else kafka_config
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=kafka_bootstrap, client_id=client_id, acks="all", linger_ms=2,
                 enable_idempotence=False,  # see producer.sinks.KafkaSink: noida-db forgets producer state
                 delivery_timeout_ms=30_000, request_timeout_ms=10_000, max_block_ms=2_000,
                 reconnect_backoff_ms=200, reconnect_backoff_max_ms=5_000, bootstrap_timeout_ms=10_000,
+                **self.kafka_config,
             )  # fmt: skip
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {kafka_bootstrap}: {err}") from None
         self._client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False, manual_ack=True
         )
+        if mqtt_configure is not None:
+            mqtt_configure(self._client)
+        self._topic_matches = mqtt.topic_matches_sub
         self._client.max_inflight_messages_set(1000)
         self._client.reconnect_delay_set(min_delay=1, max_delay=10)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
         self._connected = threading.Event()
+        self._connack = threading.Event()  # the first answer to CONNECT, accepted or refused
+        self._refused: str | None = None
+        self._mqtt_address = f"{mqtt_host}:{mqtt_port}"
         self._closing = False
         try:
-            self._client.connect(mqtt_host, mqtt_port, keepalive=30)
+            self._client.connect(mqtt_host, mqtt_port, keepalive=keepalive_s)
         except OSError as err:
             self._producer.close(timeout=1)
-            raise UserError(f"cannot reach MQTT broker at {mqtt_host}:{mqtt_port}: {err.strerror or err}") from None
+            raise UserError(f"cannot reach MQTT broker at {mqtt_host}:{mqtt_port}: "
+                            f"{getattr(err, 'strerror', None) or err}") from None  # fmt: skip
 
     # paho network thread ------------------------------------------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
+            self._refused = str(reason_code)
+            self._connack.set()
             self.notify(f"MQTT connection refused: {reason_code}")
             return
-        client.subscribe([(t, 1) for t in self.topics])
+        self._connack.set()
+        # one SUBSCRIBE: a pong proves the data filters are in place too (producer.handshake)
+        client.subscribe([(t, 1) for t in self.topics] + [(PING_TOPIC, 1)])
         self._connected.set()
         self.notify(f"MQTT connected, subscribed to {', '.join(self.topics)} (QoS 1)")
 
@@ -113,11 +141,32 @@ class Bridge:
             self.notify(f"MQTT disconnected ({reason_code}); un-acknowledged messages will be re-delivered")
 
     def _on_message(self, client, userdata, msg) -> None:
+        if msg.topic == PING_TOPIC:
+            self._answer(client, msg)
+            return
+        rid = record_id(msg.payload)  # only producer records are recognised again: other payloads may repeat
         with self._lock:
             self.stats.received += 1
             self.stats.redelivered += bool(msg.dup)
-            self._pending += 1
+            again = rid is not None and rid in self.ledger.records
+            self.stats.deduplicated += again
+            if not again:
+                self._pending += 1
+        if again:  # forwarded before by this bridge: that copy carries the delivery (module docstring)
+            if msg.qos > 0:
+                client.ack(msg.mid, msg.qos)
+            return
         self._forward(msg.mid, msg.qos, kafka_key(msg.payload, self.key_field), msg.payload)
+
+    def _answer(self, client, msg) -> None:
+        """A producer asks whether a bridge covers its topic: answer when one of our filters does."""
+        ping = parse_ping(msg.payload)
+        if ping is not None and any(self._topic_matches(f, ping[0]) for f in self.topics):
+            client.publish(ping[1], pong_payload(ping[2], self.client_id), qos=1)
+            with self._lock:
+                self.stats.pings += 1
+        if msg.qos > 0:
+            client.ack(msg.mid, msg.qos)
 
     # forwarding (paho thread, kafka sender thread, main loop) -----------------------------------------------
     def _forward(self, mid: int, qos: int, key: bytes | None, value: bytes) -> None:
@@ -183,6 +232,7 @@ class Bridge:
         last_received = -1
         self._client.loop_start()
         try:
+            self._await_connack()
             while not stop.is_set():
                 time.sleep(0.05)
                 self._retry_due()
@@ -212,6 +262,14 @@ class Bridge:
         self.stats.elapsed_s = time.monotonic() - start
         return self.stats
 
+    def _await_connack(self, timeout_s: float = 15.0) -> None:
+        """A refused first connection (bad credentials, not authorised) is one clear error, not a retry loop."""
+        if not self._connack.wait(timeout_s):
+            raise UserError(f"MQTT broker at {self._mqtt_address} did not accept the connection within "
+                            f"{timeout_s:.0f} s (TLS or protocol mismatch?)")  # fmt: skip
+        if self._refused is not None:
+            raise UserError(f"MQTT broker at {self._mqtt_address} refused the connection: {self._refused}")
+
     def _gave_up(self, now: float, give_up_after_s: float | None) -> bool:
         with self._lock:
             down = self._down_since
@@ -233,7 +291,8 @@ class Bridge:
             with contextlib.suppress(KafkaError):
                 self._producer.flush(timeout=max(1.0, timeout_s / 3))
 
-        return verify_run(self.ledger, self.kafka_bootstrap, self.kafka_topic, resend, self.notify, timeout_s)
+        return verify_run(self.ledger, self.kafka_bootstrap, self.kafka_topic, resend, self.notify, timeout_s,
+                          client_config=self.kafka_config)
 
     def _drain(self, timeout_s: float) -> None:
         """Let in-flight messages reach Kafka (and their PUBACKs leave) before disconnecting."""

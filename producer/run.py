@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import os
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gesscale.brokers.security import mqtt_security
 from gesscale.errors import UserError
+from producer.mqtt_sink import KafkaConfirm, MqttEndpoint, MqttSink
+from producer.outbox import Outbox
 from producer.records import RideEncoder
 from producer.replay import ReplayStats, replay
 from producer.resume import ResumeCount, held_ids, skip_held
 from producer.schedule import Scheduled, by_event_time, by_rate_profile, profile_times
-from producer.sinks import KafkaSink, MqttSink, Notify, Sink
+from producer.sinks import KafkaSink, Notify, Sink
 from producer.source import RideSource, file_source, synthetic_source
 
 
@@ -40,6 +44,10 @@ class ProduceOptions:
     qos: int = 1
     give_up_after_s: float = 120.0
     resume: bool = False
+    client_id: str | None = None
+    outbox: Path | None = None
+    confirm: bool = True
+    keepalive_s: int = 30
 
 
 @dataclass
@@ -66,8 +74,30 @@ def _check(opts: ProduceOptions) -> None:
         raise UserError("--qos must be 0 or 1")
     if opts.give_up_after_s <= 0:
         raise UserError("--give-up-after must be > 0 seconds")
-    if opts.resume and opts.mqtt:
-        raise UserError("--resume reads the Kafka topic back: it cannot be used with --mqtt")
+    if opts.resume and opts.mqtt and not opts.confirm:
+        raise UserError("--resume reads the Kafka topic back: with --mqtt it needs confirmation (no --no-confirm)")
+    if opts.mqtt and opts.confirm and opts.qos != 1:
+        raise UserError("end-to-end confirmation needs --qos 1 (or give --no-confirm)")
+    if not 5 <= opts.keepalive_s <= 3600:
+        raise UserError(f"--keepalive must be 5..3600 seconds, got {opts.keepalive_s}")
+
+
+def run_client_id(opts: ProduceOptions) -> str:
+    """The MQTT client id of a run: `--client-id`, else derived from what defines the run (broker, topic, source
+    and pacing), so that the same command, restarted or `--resume`d, resumes the same session and outbox."""
+    if opts.client_id:
+        return opts.client_id
+    what = {"mqtt": opts.mqtt, "mqtt_topic": opts.mqtt_topic, "file": str(opts.file.resolve()) if opts.file else None,
+            "format": opts.fmt, "speed": opts.speed, "duplication": opts.duplication, "pattern": opts.pattern,
+            "rate": opts.rate, "duration": opts.duration_s, "seed": opts.seed, "days": opts.days,
+            "rides_per_day": opts.rides_per_day, "limit": opts.limit, "kafka": opts.kafka, "topic": opts.topic}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+    return f"gesscale-producer-{digest}"
+
+
+def outbox_path(opts: ProduceOptions, client_id: str) -> Path:
+    """Where the run's durable MQTT outbox lives: `--outbox`, else out/mqtt-outbox/<client id>.sqlite."""
+    return opts.outbox if opts.outbox is not None else Path("out") / "mqtt-outbox" / f"{client_id}.sqlite"
 
 
 def build_source(opts: ProduceOptions) -> RideSource:
@@ -112,9 +142,18 @@ def build_sink(opts: ProduceOptions, notify: Notify) -> tuple[Sink, str]:
         host, _, port = opts.mqtt.rpartition(":")
         if not port.isdigit():
             raise UserError(f"--mqtt must be host:port, got {opts.mqtt!r}")
-        client_id = f"gesscale-producer-{os.getpid()}"
-        sink = MqttSink(host or "127.0.0.1", int(port), opts.mqtt_topic, opts.qos, notify, client_id)
-        return sink, f"MQTT {opts.mqtt} topic {opts.mqtt_topic} (QoS {opts.qos})"
+        client_id = run_client_id(opts)
+        security = mqtt_security()
+        endpoint = MqttEndpoint(host or "127.0.0.1", int(port), opts.keepalive_s, security.configure)
+        outbox = Outbox(outbox_path(opts, client_id)) if opts.qos == 1 and opts.confirm else None
+        confirm = KafkaConfirm(opts.kafka, opts.topic) if outbox is not None else None
+        sink = MqttSink(endpoint, opts.mqtt_topic, opts.qos, notify, client_id, outbox=outbox, confirm=confirm,
+                        bridge_wait_s=opts.give_up_after_s)  # fmt: skip
+        where = (f"MQTT {opts.mqtt} ({security.describe()}) topic {opts.mqtt_topic} (QoS {opts.qos}, client id "
+                 f"{client_id})")
+        if confirm is not None:
+            where += f", confirmed in Kafka {opts.kafka} topic {opts.topic}"
+        return sink, where
     from gesscale.brokers.topics import ensure_topic
 
     partitions = ensure_topic(opts.kafka, opts.topic, opts.partitions)
@@ -155,7 +194,10 @@ def prepare(opts: ProduceOptions, notify: Notify) -> PreparedRun:
     resumed = None
     if opts.resume:
         resumed = ResumeCount()
-        schedule = skip_held(schedule, held_ids(opts.kafka, opts.topic), resumed)
+        held = held_ids(opts.kafka, opts.topic)
+        if isinstance(sink, MqttSink) and sink.outbox is not None:
+            held |= sink.outbox.ids()  # the outbox publishes these again itself
+        schedule = skip_held(schedule, held, resumed)
         pacing += ", resumed (records the topic holds are skipped)"
     return PreparedRun(source, schedule, pacing, planned, sink, destination, opts.limit, opts.give_up_after_s,
                        resumed)

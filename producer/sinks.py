@@ -1,4 +1,5 @@
-"""Where the producer's records go: Kafka (kafka-python) or MQTT (paho-mqtt 2.x), behind one small interface.
+"""Where the producer's records go: Kafka (kafka-python) here, MQTT in `producer.mqtt_sink`, behind one small
+interface.
 
 A sink accepts records without blocking, learns asynchronously which were acknowledged, and never forgets a
 record it was given: a record whose delivery failed (broker gone longer than the client's own retries) goes
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafka.errors import KafkaError
 
+from gesscale.brokers.security import kafka_client_config
 from gesscale.errors import UserError
 from producer.audit import Ledger, Verification
 from producer.keyhash import key_partition
@@ -152,6 +153,7 @@ class KafkaSink:
             self._producer = KafkaProducer(
                 bootstrap_servers=bootstrap,
                 **client_settings(linger_ms=linger_ms, batch_size=batch_size, delivery_timeout_ms=delivery_timeout_ms),
+                **kafka_client_config(),
             )
         except KafkaError as err:
             raise UserError(f"cannot reach Kafka at {bootstrap}: {err}") from None
@@ -357,140 +359,3 @@ def close_producer(producer: Any, timeout_s: float) -> None:
         if sender is not None:
             sender.force_close()
             sender.join(timeout_s)
-
-
-class MqttSink:
-    """MQTT through paho-mqtt 2.x: QoS 0 or 1 to one topic; paho reconnects with backoff and re-sends QoS 1.
-
-    A PUBACK is not trusted across a broker crash: mosquitto keeps queued messages in memory and writes them to
-    its persistence file only every `autosave_interval` seconds, so `kill -9` loses what it had acknowledged but
-    not yet handed to a subscriber (measured: 2 of 7 500 at 1 500/s, tests/faults/test_mqtt.py). MQTT cannot be
-    read back, so at QoS 1 the sink keeps a journal of what was acknowledged in the last `journal_s` seconds and,
-    when the connection comes back after a loss, publishes again what was acknowledged from `journal_s` before
-    the loss on: at least once, the duplicates counted in `resent` (keys tell them apart downstream). Against a
-    broker that keeps its acknowledgements this only duplicates. `journal_s` must exceed the broker's autosave
-    interval plus the time it takes to notice the loss.
-    """
-
-    def __init__(self, host: str, port: int, topic: str, qos: int, notify: Notify, client_id: str,
-                 journal_s: float = 10.0) -> None:  # fmt: skip
-        import paho.mqtt.client as mqtt
-
-        if qos not in (0, 1):
-            raise UserError(f"MQTT QoS must be 0 or 1, got {qos}")
-        self.topic, self.qos, self.notify = topic, qos, notify
-        self._mqtt = mqtt
-        self._client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False, reconnect_on_failure=True
-        )
-        self._client.max_inflight_messages_set(1000)
-        self._client.max_queued_messages_set(0)
-        self._client.reconnect_delay_set(min_delay=1, max_delay=10)
-        self._outage = OutageTracker(notify, f"MQTT {host}:{port}")
-        # Everything the callbacks touch exists before connecting: paho's thread may call them at once.
-        self._inflight: collections.deque = collections.deque()  # (message info, payload, is a re-publication)
-        self._journal: collections.deque = collections.deque()  # (monotonic ack time, payload), QoS 1 only
-        self._journal_s = journal_s
-        self._lost_at: float | None = None  # when the connection was lost (paho's thread sets it)
-        self._republish_due = False  # set by paho's thread on reconnecting, acted on by service()
-        # PUBACKs by message id, from paho's thread: `MQTTMessageInfo.is_published()` raises for a message
-        # published while disconnected (rc NO_CONN), although paho keeps it and sends it after reconnecting.
-        self._puback: collections.Counter[int] = collections.Counter()
-        self._puback_lock = threading.Lock()
-        self.acked = 0
-        self.resent = 0
-        self.restored = 0
-        self.dropped = 0
-        self._closing = False
-        self._client.on_disconnect = self._on_disconnect
-        self._client.on_connect = self._on_connect
-        self._client.on_publish = self._on_publish
-        try:
-            self._client.connect(host, port, keepalive=30)
-        except OSError as err:
-            raise UserError(f"cannot reach MQTT broker at {host}:{port}: {err.strerror or err}") from None
-        self._client.loop_start()
-
-    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
-        if not self._closing:
-            now = time.monotonic()
-            if self._lost_at is None:
-                self._lost_at = now
-            self._outage.down(now, f"disconnected ({reason_code})")
-
-    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
-        if self._lost_at is not None and self.qos == 1:
-            self._republish_due = True
-        self._outage.up(time.monotonic(), len(self._inflight))
-
-    def _on_publish(self, client, userdata, mid, reason_code, properties) -> None:
-        with self._puback_lock:
-            self._puback[mid] += 1
-
-    def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
-        """Publish one record (MQTT has no key: `key` and `key_hash` are unused); QoS 1 messages are kept by
-        paho until the broker acknowledges them."""
-        info = self._client.publish(self.topic, value, qos=self.qos)
-        if self.qos == 0 and info.rc != self._mqtt.MQTT_ERR_SUCCESS:
-            self.dropped += 1  # QoS 0 promises nothing; counted, not retried
-            return
-        self._inflight.append((info, value, False))
-
-    def service(self) -> None:
-        """Count acknowledged publications (PUBACK for QoS 1, written for QoS 0); after a lost connection,
-        publish again what the broker may have lost."""
-        inflight, journal = self._inflight, self._journal
-        now = time.monotonic()
-        with self._puback_lock:
-            while inflight and self._puback[inflight[0][0].mid] > 0:
-                info, value, again = inflight.popleft()
-                self._puback[info.mid] -= 1
-                if not again:
-                    self.acked += 1
-                if self.qos == 1:
-                    journal.append((now, value))
-        if self._republish_due:
-            self._republish(now)
-        keep_from = (self._lost_at if self._lost_at is not None else now) - self._journal_s
-        while journal and journal[0][0] < keep_from:
-            journal.popleft()
-
-    def _republish(self, now: float) -> None:
-        """Publish again every message acknowledged from `journal_s` before the connection was lost."""
-        self._republish_due = False
-        lost_at, self._lost_at = self._lost_at, None
-        since = (lost_at if lost_at is not None else now) - self._journal_s
-        again = [value for t, value in self._journal if t >= since]
-        for value in again:
-            self._inflight.append((self._client.publish(self.topic, value, qos=1), value, True))
-        self.resent += len(again)
-        if again:
-            self.notify(f"published again {len(again)} messages acknowledged in the {self._journal_s:g} s before the "
-                        "connection was lost (a broker may lose what it had not yet saved)")
-
-    def pending(self) -> int:
-        """Publications not yet acknowledged."""
-        return len(self._inflight)
-
-    def down_for(self, now: float) -> float:
-        """Seconds since paho lost the connection (0 while connected)."""
-        return self._outage.down_for(now)
-
-    def verify(self, timeout_s: float) -> None:
-        """MQTT cannot be read back: the bridge verifies the Kafka side of this path."""
-        return None
-
-    def drain(self, timeout_s: float) -> bool:
-        """Wait until every publication is acknowledged or the timeout passes."""
-        deadline = time.monotonic() + timeout_s
-        while self.pending() and time.monotonic() < deadline:
-            self.service()
-            time.sleep(0.01)
-        self.service()
-        return self.pending() == 0
-
-    def close(self) -> None:
-        """Disconnect and stop paho's network thread."""
-        self._closing = True
-        self._client.disconnect()
-        self._client.loop_stop()

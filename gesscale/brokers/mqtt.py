@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,15 +32,35 @@ def mosquitto_binary() -> str:
     return path
 
 
-def mosquitto_config(port: int, data_dir: Path) -> str:
-    """The mosquitto.conf text for a listener on 127.0.0.1:port with persistence under `data_dir`."""
+@dataclass(frozen=True)
+class MosquittoSecurity:
+    """A hardened listener: TLS with this server certificate and key, and, with `password_file` (made by
+    `mosquitto_passwd`), no anonymous clients. The files are copied into the data directory for mosquitto's user."""
+
+    certfile: Path | None = None
+    keyfile: Path | None = None
+    password_file: Path | None = None
+
+
+def mosquitto_config(port: int, data_dir: Path, autosave_interval_s: int = 5,
+                     security: MosquittoSecurity | None = None) -> str:  # fmt: skip
+    """The mosquitto.conf text for a listener on 127.0.0.1:port with persistence under `data_dir`, saved every
+    `autosave_interval_s` seconds (mosquitto's own default is 1800 s); TLS and passwords as `security` says (the
+    files already copied into `data_dir` by `start_mosquitto`)."""
+    hardened = []
+    if security is not None and security.certfile is not None:
+        hardened += [f"certfile {data_dir}/server.crt", f"keyfile {data_dir}/server.key"]
+    if security is not None and security.password_file is not None:
+        hardened += [f"password_file {data_dir}/passwd"]
+    anonymous = "false" if security is not None and security.password_file is not None else "true"
     return "\n".join(
         [
             f"listener {port} {HOST}",
-            "allow_anonymous true",
+            *hardened,
+            f"allow_anonymous {anonymous}",
             "persistence true",
             f"persistence_location {data_dir}/",
-            "autosave_interval 5",
+            f"autosave_interval {autosave_interval_s}",
             "max_queued_messages 0",
             "max_queued_bytes 0",
             "max_inflight_messages 1000",
@@ -73,8 +95,27 @@ def _hand_to_mosquitto_user(data_dir: Path) -> None:
             )
     os.chown(data_dir, entry.pw_uid, entry.pw_gid)
     for child in data_dir.iterdir():
-        if child.suffix == ".db":
+        if child.suffix == ".db" or child.name in _SECURITY_FILES:
             os.chown(child, entry.pw_uid, entry.pw_gid)
+
+
+_SECURITY_FILES = ("server.crt", "server.key", "passwd")
+
+
+def _copy_security_files(data_dir: Path, security: MosquittoSecurity) -> None:
+    """Copy the TLS and password files where mosquitto's user may read them (0600, handed over later)."""
+    pairs = [(security.certfile, "server.crt"), (security.keyfile, "server.key"), (security.password_file, "passwd")]
+    if (security.certfile is None) != (security.keyfile is None):
+        raise UserError("mosquitto TLS needs both a certificate and a key file")
+    for source, name in pairs:
+        if source is None:
+            continue
+        target = data_dir / name
+        try:
+            shutil.copyfile(source, target)
+        except OSError as err:
+            raise UserError(f"cannot copy {source} for mosquitto: {err.strerror or err}") from None
+        target.chmod(0o600)
 
 
 @dataclass
@@ -85,6 +126,8 @@ class MqttBroker:
     data_dir: Path
     process: ManagedProcess
     host: str = HOST
+    autosave_interval_s: int = 5
+    security: MosquittoSecurity | None = None
 
     def alive(self) -> bool:
         """True while mosquitto runs."""
@@ -94,6 +137,30 @@ class MqttBroker:
         """Stop mosquitto (SIGTERM; it saves its persistence file)."""
         self.process.stop()
 
+    @property
+    def db_path(self) -> Path:
+        """mosquitto's persistence file (written at each autosave, on SIGUSR1 and at exit)."""
+        return self.data_dir / "mosquitto.db"
+
+    def saved_at(self) -> int | None:
+        """Modification time (ns) of the persistence file, None before the first save."""
+        try:
+            return self.db_path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def save(self, timeout_s: float = 10.0) -> None:
+        """Make mosquitto write its in-memory state (sessions, subscriptions, queues) to disk now, and wait until
+        it has: SIGUSR1 (mosquitto(8)). A subscription made before this survives a `kill -9` right after."""
+        before = self.saved_at()
+        os.kill(self.process.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while self.saved_at() == before:
+            if time.monotonic() > deadline or not self.alive():
+                raise UserError(f"mosquitto did not save its state within {timeout_s:g} s (log: "
+                                f"{self.process.log_path})")  # fmt: skip
+            time.sleep(0.02)
+
     def __enter__(self) -> MqttBroker:
         return self
 
@@ -101,15 +168,19 @@ class MqttBroker:
         self.stop()
 
 
-def start_mosquitto(port: int, data_dir: Path, *, timeout_s: float = 15.0) -> MqttBroker:
+def start_mosquitto(port: int, data_dir: Path, *, timeout_s: float = 15.0, autosave_interval_s: int = 5,
+                    security: MosquittoSecurity | None = None) -> MqttBroker:  # fmt: skip
     """Start mosquitto on 127.0.0.1:port with its config and data under `data_dir`; wait until it answers."""
     binary = mosquitto_binary()
     check_port(port, "MQTT", HOST)
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     conf = data_dir / "mosquitto.conf"
-    conf.write_text(mosquitto_config(port, data_dir))
+    if security is not None:
+        _copy_security_files(data_dir, security)
+    conf.write_text(mosquitto_config(port, data_dir, autosave_interval_s, security))
     _hand_to_mosquitto_user(data_dir)
     proc = spawn([binary, "-c", str(conf)], data_dir / "mosquitto.log", cwd=data_dir)
     wait_until_listening(proc, port, "mosquitto", timeout_s)
-    return MqttBroker(port=port, data_dir=data_dir, process=proc)
+    return MqttBroker(port=port, data_dir=data_dir, process=proc, autosave_interval_s=autosave_interval_s,
+                      security=security)

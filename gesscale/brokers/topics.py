@@ -1,6 +1,7 @@
 """Small Kafka admin helpers every data-plane command needs: create a topic, read end offsets, count records.
 
-Thin wrappers over kafka-python that turn "cannot reach the broker" into a UserError naming the address.
+Thin wrappers over kafka-python that turn "cannot reach the broker" into a UserError naming the address. Every
+client takes the cluster's TLS/SASL settings from the environment (gesscale.brokers.security).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
+from gesscale.brokers.security import kafka_client_config
 from gesscale.errors import UserError
 
 
@@ -37,6 +39,7 @@ def admin_client(bootstrap: str, timeout_s: float = 10.0) -> Iterator:
             client_id="gesscale-admin",
             request_timeout_ms=int(timeout_s * 1000),
             bootstrap_timeout_ms=int(timeout_s * 1000),
+            **kafka_client_config(),
         )
     except KafkaError:
         raise UserError(f"no Kafka broker answers at {bootstrap}") from None
@@ -63,7 +66,7 @@ def partitions_of(bootstrap: str, topic: str) -> list[int]:
     """The partition ids of `topic` (empty when it does not exist)."""
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="gesscale-meta")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="gesscale-meta", **kafka_client_config())
     try:
         return sorted(consumer.partitions_for_topic(topic) or [])
     finally:
@@ -74,7 +77,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """{partition: end offset} of `topic` (the offset the next record will get)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="gesscale-offsets")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="gesscale-offsets", **kafka_client_config())
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
@@ -83,21 +86,24 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def read_values(
-    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5, since_ms: int | None = None
+    bootstrap: str, topic: str, idle_timeout_s: float = 3.0, settle_s: float = 0.5, since_ms: int | None = None,
+    client_config: dict | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
     """Every (partition, offset, value) of `topic` from the beginning (or from the first record stamped at or
     after `since_ms`, by offsets_for_times), read with assign + poll (no group).
 
     Ends when every partition has been read up to the end offset taken at the start AND then nothing more
     arrives for `settle_s` — so a broker that under-reports end offsets (tansu) cannot cut the read short —
-    or when nothing at all arrives for `idle_timeout_s`.
+    or when nothing at all arrives for `idle_timeout_s`. `client_config`: kafka-python security settings
+    (TLS, SASL), by default those of the environment (gesscale.brokers.security).
     """
     import time
 
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, client_id="gesscale-reader", enable_auto_commit=False, max_poll_records=5000
+        bootstrap_servers=bootstrap, client_id="gesscale-reader", enable_auto_commit=False, max_poll_records=5000,
+        **(kafka_client_config() if client_config is None else client_config),
     )
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]

@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
             None, "--idle-exit", help="Exit after this many seconds without new messages (default: until Ctrl-C)."),
         count: int | None = typer.Option(None, "--count", help="Exit after forwarding this many messages."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the final counters as JSON to this file."),
+        keepalive: int = typer.Option(30, "--keepalive", help="MQTT keepalive in seconds (5..3600)."),
         give_up_after: float = typer.Option(
             120.0, "--give-up-after", help="Seconds Kafka may keep failing before the bridge gives up (summary, "
             "exit 1; what it did not forward stays in the MQTT broker)."),
@@ -52,6 +53,7 @@ def register(app: typer.Typer) -> None:
 
         Prints counters every 5 s and a summary at the end (also on Ctrl-C and SIGTERM).
         """
+        from gesscale.brokers.security import mqtt_security
         from gesscale.brokers.topics import ensure_topic
         from producer.bridge import Bridge
 
@@ -61,9 +63,12 @@ def register(app: typer.Typer) -> None:
         host, port = _host_port(mqtt, "--mqtt")
         if give_up_after <= 0:
             raise UserError("--give-up-after must be > 0 seconds")
+        if not 5 <= keepalive <= 3600:
+            raise UserError(f"--keepalive must be 5..3600 seconds, got {keepalive}")
         ensure_topic(kafka, topic, partitions)
         runner = Bridge(host, port, mqtt_topic, kafka, topic, lambda m: err.print(f"[yellow]{m}[/yellow]"),
-                        key_field=key_field or None, client_id=client_id)  # fmt: skip
+                        key_field=key_field or None, client_id=client_id, keepalive_s=keepalive,
+                        mqtt_configure=mqtt_security().configure)  # fmt: skip
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         shown = {"at": 0.0}
@@ -82,8 +87,9 @@ def register(app: typer.Typer) -> None:
                 signal.signal(sig, handler)
         data = {
             "received": stats.received, "forwarded": stats.forwarded, "mqtt_acked": stats.mqtt_acked,
-            "kafka_failures": stats.kafka_failures, "unforwarded": stats.received - stats.forwarded,
-            "redelivered": stats.redelivered,
+            "kafka_failures": stats.kafka_failures,
+            "unforwarded": stats.received - stats.forwarded - stats.deduplicated,
+            "redelivered": stats.redelivered, "deduplicated": stats.deduplicated, "pings": stats.pings,
             "elapsed_s": round(stats.elapsed_s, 2),
             "rate": round(stats.forwarded / stats.elapsed_s, 1) if stats.elapsed_s else 0.0,
             "gave_up": stats.gave_up,
@@ -98,6 +104,7 @@ def register(app: typer.Typer) -> None:
             f"{data['mqtt_acked']}, Kafka failures retried {data['kafka_failures']}, {data['elapsed_s']} s; {verdict}"
             + (f"; {data['redelivered']} re-delivered by MQTT (an earlier bridge may have forwarded them: "
                "possible duplicates)" if data["redelivered"] else "")
+            + (f"; {data['deduplicated']} received again and not forwarded twice" if data["deduplicated"] else "")
             + ("; gave up: Kafka stayed away" if data["gave_up"] else "")
         )
         if json_out is not None:

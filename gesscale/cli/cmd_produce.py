@@ -67,14 +67,14 @@ def verification_dict(v, drained: bool) -> dict:
             "duplicated": v.duplicated, "restored": v.restored, "read_backs": v.rounds, "error": v.error}
 
 
-def exit_code(data: dict, mqtt: bool) -> int:
-    """0 only for a complete run whose records were verified in the topic (MQTT: acknowledged by the broker, the
-    bridge verifies Kafka); 130 when interrupted; 1 otherwise (gave up, unacknowledged, lost)."""
+def exit_code(data: dict, unconfirmed_mqtt: bool) -> int:
+    """0 only for a complete run whose records were verified in the topic (MQTT with --no-confirm: acknowledged by
+    the broker, the bridge verifies Kafka); 130 when interrupted; 1 otherwise (gave up, unacknowledged, lost)."""
     if data["interrupted"]:
         return 130
     if not data["complete"]:
         return 1
-    return 0 if mqtt or data["verification"]["verified"] else 1
+    return 0 if unconfirmed_mqtt or data["verification"]["verified"] else 1
 
 
 def print_summary(console: Console, data: dict) -> None:
@@ -146,6 +146,15 @@ def register(app: typer.Typer) -> None:
         mqtt: str | None = typer.Option(None, "--mqtt", help="Publish to this MQTT broker host:port instead."),
         mqtt_topic: str = typer.Option("rides", "--mqtt-topic", help="MQTT topic to publish to."),
         qos: int = typer.Option(1, "--qos", help="MQTT QoS: 0 or 1."),
+        client_id: str | None = typer.Option(
+            None, "--client-id", help="MQTT client id (default: derived from the run's options, so that a restarted "
+            "or --resume'd run resumes its session and outbox)."),
+        outbox: Path | None = typer.Option(
+            None, "--outbox", help="MQTT: the durable outbox file (default out/mqtt-outbox/<client id>.sqlite)."),
+        confirm: bool = typer.Option(
+            True, "--confirm/--no-confirm", help="MQTT QoS 1: wait for a bridge, keep every record in the outbox until "
+            "it is found in the Kafka topic (-b, -t) by key, publish again what is missing."),
+        keepalive: int = typer.Option(30, "--keepalive", help="MQTT keepalive in seconds (5..3600)."),
         give_up_after: float = typer.Option(
             120.0, "--give-up-after", help="Seconds the broker may stay unreachable before the run gives up "
             "(summary, exit 1)."),
@@ -174,7 +183,8 @@ def register(app: typer.Typer) -> None:
             file=file, fmt=fmt, speed=speed, duplication=duplication, pattern=pattern, rate=rate,
             duration_s=duration, seed=seed, days=days, rides_per_day=rides_per_day, limit=limit, kafka=kafka,
             topic=topic, partitions=partitions, mqtt=mqtt, mqtt_topic=mqtt_topic, qos=qos,
-            give_up_after_s=give_up_after, resume=resume,
+            give_up_after_s=give_up_after, resume=resume, client_id=client_id, outbox=outbox, confirm=confirm,
+            keepalive_s=keepalive,
         )  # fmt: skip
         say = {"print": err.print}  # above the progress bar once it is shown
 
@@ -209,7 +219,7 @@ def register(app: typer.Typer) -> None:
         if json_out is not None:
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(data, indent=2) + "\n")
-        code = exit_code(data, mqtt is not None)
+        code = exit_code(data, mqtt is not None and not (confirm and qos == 1))
         if code == 1:
             v = data["verification"]
             why = ("gave up: the broker stayed away" if data["gave_up"] else

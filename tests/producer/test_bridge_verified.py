@@ -56,7 +56,7 @@ def run_bridge(bridge: Bridge, **args) -> tuple[threading.Thread, threading.Even
 
 def publish(mqtt_broker, topic: str, rate: int, seconds: int) -> int:
     opts = ProduceOptions(rate=rate, duration_s=seconds, duplication=1, mqtt=f"{mqtt_broker.host}:{mqtt_broker.port}",
-                          mqtt_topic=topic, qos=1)  # fmt: skip
+                          mqtt_topic=topic, qos=1, confirm=False)  # fmt: skip
     stats = produce(opts, lambda m: None).stats
     assert stats.sent == stats.acked == rate * seconds
     return stats.sent

@@ -46,7 +46,8 @@ def test_kafka_key_from_json_payload() -> None:
 
 
 @pytest.mark.e2e
-def test_20000_messages_at_qos1_arrive_in_kafka(mqtt_broker, kafka_bootstrap: str, kafka_topic_factory) -> None:
+def test_20000_messages_at_qos1_arrive_in_kafka(mqtt_broker, kafka_bootstrap: str, kafka_topic_factory,
+                                                tmp_path) -> None:  # fmt: skip
     topic = kafka_topic_factory(partitions=4, prefix="bridge")
     mqtt_topic = f"rides/{uuid.uuid4().hex[:8]}"
     notes: list[str] = []
@@ -55,13 +56,16 @@ def test_20000_messages_at_qos1_arrive_in_kafka(mqtt_broker, kafka_bootstrap: st
     thread, stop, result = _start_bridge(bridge, max_messages=20_000)
     try:
         opts = ProduceOptions(rate=5000, duration_s=4, duplication=1, mqtt=f"{mqtt_broker.host}:{mqtt_broker.port}",
-                              mqtt_topic=mqtt_topic, qos=1)  # fmt: skip
+                              mqtt_topic=mqtt_topic, qos=1, kafka=kafka_bootstrap, topic=topic,
+                              outbox=tmp_path / "outbox.sqlite")  # fmt: skip
         sent = produce(opts, notes.append).stats
         thread.join(timeout=120)
     finally:
         stop.set()
         thread.join()
     assert sent.sent == sent.acked == 20_000
+    assert sent.verification is not None and sent.verification.ok and sent.verification.found == 20_000
+    assert not (tmp_path / "outbox.sqlite").exists()  # every record confirmed: the outbox is gone
     stats = result["stats"]
     assert stats.forwarded == stats.mqtt_acked == 20_000
     keys = _keys(kafka_bootstrap, topic)

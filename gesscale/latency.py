@@ -146,3 +146,13 @@ def simulated(arrivals: Sequence[float], departures: Sequence[float], dt: float,
     starts = np.arange(a.size) * dt
     ends = [min(i + p, a.size) * dt - dt for i in range(0, a.size, p)]
     return run, by_period(starts, waits, ends, a)
+
+
+# The per-period columns a time series CSV gains (`period_columns`): `latency_records`, `latency_p50_s`, ...
+PERIOD_COLUMNS = tuple(f"latency_{k}" for k in SUMMARY_KEYS)
+
+
+def period_columns(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """A period's `summarize` as `PERIOD_COLUMNS` (empty cells for a period without figures)."""
+    s = summary or {}
+    return {f"latency_{k}": "" if s.get(k) is None else s[k] for k in SUMMARY_KEYS}

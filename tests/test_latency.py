@@ -82,3 +82,38 @@ def test_the_fifo_model_is_late_share_above_the_bound() -> None:
         np.cumsum(a), np.cumsum(np.full(400, 4.6)))[:-1]])
     for bound in (0, 3, 20, 50):
         assert latency.share_above(latency.fifo_waits(a, d), bound, a) == pytest.approx(late_share(a, d, bound))
+
+
+def test_period_columns_of_a_summary_and_of_nothing() -> None:
+    s = latency.summarize([1.0, 3.0])
+    assert latency.period_columns(s) == {"latency_records": 2, "latency_p50_s": 1.0, "latency_p95_s": 3.0,
+                                         "latency_p99_s": 3.0, "latency_max_s": 3.0}
+    assert set(latency.period_columns(None).values()) == {""}
+    assert tuple(latency.period_columns(None)) == latency.PERIOD_COLUMNS
+
+
+def test_simulate_json_gains_the_latency_of_each_policy_by_hand() -> None:
+    from gesscale.report import simulate_json
+    from gesscale.scenario import scenario_from_dict
+    from gesscale.simulate import run_once
+
+    # static, one replica of MST 100/s: 150/s for 10 s leaves 500 records waiting, drained by 50/s of spare
+    # capacity in the next 10 s; the last record of second 9 (the 1500th) leaves in second 14: wait 5 s.
+    sc = scenario_from_dict({
+        "name": "tiny", "control_period_s": 10,
+        "cluster": {"nodes": ["a", "b"], "rtt_ms": {"a": {"b": 10}}, "max_replicas": 2},
+        "operator": {"alpha": 100, "beta": 1.0, "gamma": 0.0, "noise": 0.0, "reconfig_pause_s": 0,
+                     "initial_replicas": 1},
+        "workload": {"kind": "steps", "levels": [150, 50, 50, 50], "step_s": 10}})
+    run = run_once(sc, "static", 1)  # type: ignore[arg-type]
+    doc = simulate_json("tiny", run.duration_s, {"static": [run]})
+    lat = doc["latency"]["by_policy"]["static"]
+    assert doc["latency"]["bound_s"] == 300.0 and doc["latency"]["slo_s"] == 10.0
+    assert lat["records"] == 3000 and lat["max_s"] == 5.0 and lat["over_bound_share"] == 0.0
+    # By hand (the last record of each second, FIFO): seconds 0-9 (150 records each) wait 1,1,2,2,3,3,4,4,5,5 s;
+    # seconds 10-18 (50 each) 5,4,4,3,3,2,2,1,1 s; seconds 19-39 (1050 records) 0 s. Sorted: 1050 at 0, 400 at
+    # 1 (1450), 400 at 2 (1850), 400 at 3, 400 at 4 (2650), 350 at 5 (3000): the 1500th is 2 s, the 2850th 5 s.
+    assert list(latency.fifo_waits(run.input, run.processed)[:20]) == \
+        [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0]
+    assert lat["p50_s"] == 2.0 and lat["p95_s"] == 5.0 and lat["p99_s"] == 5.0 and lat["over_slo_share"] == 0.0
+    assert set(doc) == {"scenario", "duration_s", "policies", "references", "regret", "seeds", "latency"}

@@ -127,3 +127,24 @@ def test_a_topic_without_log_append_time_is_said_so(kafka_bootstrap: str, tmp_pa
                            observations=[], ranges=[], since_ms=0)
     run, _ = report(rec, [time.time()])
     assert rec.stamps["input"] == ["CreateTime"] and not run["broker_append_times"]
+
+
+def test_the_timeline_gains_a_latency_panel(tmp_path: Path) -> None:
+    import matplotlib.image
+
+    from gesscale.mape import StepRecord
+    from gesscale.observation import Decision, Observation
+    from gesscale.testbed.report import plot_timeline
+
+    steps = [StepRecord(Observation(time_s=10.0 * i, period_s=10.0, input_rate=100.0, throughput=100.0, backlog=0.0,
+                                    backlog_growth=0.0, bp_upstream=0.0, bp_operator=0.0, replicas=("fog1",),
+                                    nd_max_ms=0.0), Decision(1, "steady"), None, False) for i in (1, 2, 3)]
+    periods = [{"records": 10, "p50_s": 1.0, "p95_s": 2.0, "p99_s": 3.0, "max_s": 4.0},
+               {"records": 0, "p50_s": None, "p95_s": None, "p99_s": None, "max_s": None},
+               {"records": 5, "p50_s": 0.5, "p95_s": 12.0, "p99_s": 20.0, "max_s": None}]
+    run = {"records": 15, "p50_s": 1.0, "p95_s": 12.0, "p99_s": 20.0, "max_s": None, "over_slo_share": 0.2,
+           "slo_s": 10.0, "basis": "output append"}
+    with_panel = plot_timeline(steps, [], None, tmp_path / "a.png", "t", None, periods, run)
+    without = plot_timeline(steps, [], None, tmp_path / "b.png", "t")
+    h_with, h_without = (matplotlib.image.imread(p).shape[0] for p in (with_panel, without))
+    assert h_with == h_without * 4 // 3  # four panels of the same height instead of three

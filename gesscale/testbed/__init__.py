@@ -79,9 +79,11 @@ class Testbed:
             settings = cfg.job or JobSettings(bootstrap=bootstrap)
             settings.bootstrap = bootstrap
             # Broker append times on every topic of the job: what a record's latency is measured by
-            # (gesscale/testbed/latency.py); a topic that already exists keeps its own timestamp type.
-            for topic in (settings.input, settings.output, settings.dead_letter):
-                ensure_topic(bootstrap, topic, cfg.partitions, LOG_APPEND_TIME)
+            # (gesscale/testbed/latency.py); a topic that already exists keeps its own timestamp type. The output
+            # and dead-letter topics get the input's partition count, as the job would give them.
+            parts = ensure_topic(bootstrap, settings.input, cfg.partitions, LOG_APPEND_TIME)
+            for topic in (settings.output, settings.dead_letter):
+                ensure_topic(bootstrap, topic, parts, LOG_APPEND_TIME)
             fleet = Fleet.create(run_dir, cfg.nodes, cfg.node_cpu, cfg.ports)
             if broker is not None:
                 fleet.state.extra["broker"] = {"pid": broker.process.pid, "argv": broker.process.argv,

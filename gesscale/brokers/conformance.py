@@ -202,6 +202,48 @@ def probe_offsets_for_times(bootstrap: str) -> ConformanceResult:
     return ConformanceResult("offsets for times", got == 42, f"expected offset 42, got {got}")
 
 
+def probe_log_append_time(bootstrap: str) -> ConformanceResult:
+    """A topic created with `message.timestamp.type=LogAppendTime` stamps each record with the broker's clock
+    when it appends it (timestamp type 1), not the producer's: records sent with a timestamp 100 s old come back
+    stamped between the send and the acknowledgement (give or take 1 s between the two clocks), and the
+    producer's acknowledgement carries that stamp. The record latency of the testbed relies on it
+    (docs/metrics.md, "Record latency")."""
+    from kafka import KafkaProducer, TopicPartition
+
+    name = _topic("appendtime")
+    with admin_client(bootstrap) as admin:
+        admin.create_topics({name: {"num_partitions": 1, "replication_factor": 1,
+                                    "configs": {"message.timestamp.type": "LogAppendTime"}}},
+                            wait_for_metadata=True)
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        try:
+            old = int(time.time() * 1000) - 100_000
+            before = int(time.time() * 1000)
+            acks = [producer.send(name, key=f"k{i}".encode(), value=b"v", timestamp_ms=old) for i in range(20)]
+            producer.flush(timeout=30)
+            after = int(time.time() * 1000)
+            acked = [f.get(timeout=10).timestamp for f in acks]
+        finally:
+            producer.close()
+        consumer = _consumer(bootstrap)
+        try:
+            got = _read_range(consumer, TopicPartition(name, 0), 0, 20)
+        finally:
+            consumer.close()
+    finally:
+        with contextlib.suppress(Exception), admin_client(bootstrap) as admin:
+            admin.delete_topics([name])
+    types = sorted({m.timestamp_type for m in got})
+    stamps = [m.timestamp for m in got]
+    inside = all(before - 1000 <= t <= after + 1000 for t in stamps)
+    ok = len(got) == 20 and types == [1] and inside and sorted(acked) == sorted(stamps)
+    return ConformanceResult(
+        "LogAppendTime stamps the append", ok,
+        f"expected 20 records of type 1 stamped in [{before}, {after}] ± 1 s, got {len(got)} of types {types}, "
+        f"stamps {stamps[:1]}..{stamps[-1:]} (the producer's was {old}), acknowledged {acked[:1]}..{acked[-1:]}")
+
+
 PROBES: tuple[Callable[[str], ConformanceResult], ...] = (
     probe_create_topic,
     probe_produce_consume,
@@ -209,6 +251,7 @@ PROBES: tuple[Callable[[str], ConformanceResult], ...] = (
     probe_seek_range,
     probe_group_commit,
     probe_offsets_for_times,
+    probe_log_append_time,
 )
 
 

@@ -49,16 +49,18 @@ def admin_client(bootstrap: str, timeout_s: float = 10.0) -> Iterator:
         admin.close()
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
-    """Create `topic` with `partitions` partitions unless it exists; return its partition count."""
+def ensure_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> int:
+    """Create `topic` with `partitions` partitions (and the topic `configs`, e.g. `message.timestamp.type`) unless
+    it exists; return its partition count. An existing topic is left as it is."""
     from kafka.errors import TopicAlreadyExistsError
 
     with admin_client(bootstrap) as admin:
         if topic not in set(admin.list_topics()):
+            spec = {"num_partitions": partitions, "replication_factor": 1}
+            if configs:
+                spec["configs"] = dict(configs)
             with suppress(TopicAlreadyExistsError):  # created meanwhile by someone else: fine
-                admin.create_topics(
-                    {topic: {"num_partitions": partitions, "replication_factor": 1}}, wait_for_metadata=True
-                )
+                admin.create_topics({topic: spec}, wait_for_metadata=True)
     return len(partitions_of(bootstrap, topic))
 
 

@@ -74,6 +74,15 @@ def _print_report(report: dict) -> None:
         console.print(mt)
     else:
         console.print("model: not fitted (no back-pressured period measured)")
+    lat = report.get("latency")
+    if lat:
+        twin = (report.get("simulated_latency") or {}).get(report["options"]["policy"]) or {}
+        console.print(f"record latency ({lat['basis']}, {lat['records']} records of the day): p50 {lat['p50_s']} s, "
+                      f"p95 {lat['p95_s']} s, p99 {lat['p99_s']} s, max {lat['max_s']} s; "
+                      f"{100 * lat['over_slo_share']:.1f} % above the {lat['slo_s']:g} s SLO, "
+                      f"{100 * lat['over_bound_share']:.1f} % above {lat['bound_s']:g} s; simulated twin: p50 "
+                      f"{twin.get('p50_s')} s, p95 {twin.get('p95_s')} s, p99 {twin.get('p99_s')} s "
+                      f"(per period: report's periods[].latency, every record: {lat.get('records_csv')})")
     console.print(f"timeline: {report['timeline_png']}")
     console.print(metrics_table("simulator on the scenario calibrated from this run (1 seed)", report["simulation"]))
     console.print(f"timings (s): {report['timings_s']}")

@@ -144,6 +144,31 @@ def write_report(out: Path, spec: ExperimentSpec, doc: Mapping[str, Any], proven
     return path
 
 
+def latency_table_html(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per live run: its day records' latency (p50, p95, p99, max; shares above the simulator's bound and the
+    SLO) beside the same figures of the same policy in its simulated twin (docs/metrics.md, "Record latency")."""
+    keys = ("records", "p50_s", "p95_s", "p99_s", "max_s", "over_bound_share", "over_slo_share")
+
+    def cells(m: Mapping[str, Any] | None) -> str:
+        m = m or {}
+        return "".join(f"<td>{'–' if m.get(k) is None else _e(f'{100 * m[k]:.2f} %' if 'share' in k else m[k])}"
+                       "</td>" for k in keys)
+
+    rows, bounds = [], ""
+    for pid, run in runs.items():
+        live = run["live"].get("latency")
+        twin = (run.get("twin_latency") or {}).get(pid)
+        rows.append(f"<tr><td>{_e(pid)}</td><td>live ({_e((live or {}).get('basis', '–'))})</td>{cells(live)}</tr>")
+        rows.append(f'<tr class="ref"><td>{_e(pid)}</td><td>simulated twin (FIFO)</td>{cells(twin)}</tr>')
+        if live and not bounds:
+            bounds = f"bound {live.get('bound_s')} s (the simulator's, optimal's), SLO {live.get('slo_s')} s"
+    head = "".join(f"<th>{_e(k)}</th>" for k in keys)
+    return (f'<table data-table="latency"><tr><th>policy</th><th>from</th>{head}</tr>' + "".join(rows)
+            + f"</table><p>Latency from a record's append to the input topic to its output's append (broker "
+            f"timestamps; for an aggregating query the commit of the micro-batch that read it), the day's records "
+            f"only; {_e(bounds)}.</p>")
+
+
 def write_live_report(out: Path, spec: ExperimentSpec, runs: Mapping[str, Mapping[str, Any]], provenance: str,
                       figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]]) -> Path:
     """Write `out/report.html` of a live (`local`) bundle: each run's accounting and reconfigurations, its
@@ -182,6 +207,7 @@ def write_live_report(out: Path, spec: ExperimentSpec, runs: Mapping[str, Mappin
         f"modified files), {_e(env['machine']['cpu_count'])} CPUs, created {_e(env['created_utc'])}.</p>",
         "<h2>Live runs</h2>", live_table,
         "<p>Records counted by unique keys at the job's output (docs/testbed.md).</p>",
+        "<h3>End-to-end record latency, live and in the simulated twin</h3>", latency_table_html(runs),
         "<h2>Simulated twins (scenario calibrated from each live run)</h2>", *twins,
         "<h2>Performance model: predicted against observed MST</h2>", model_table_html(decisions),
         "<h2>Figures</h2>",

@@ -4,7 +4,8 @@ Every run is a `gesscale demo` run (`gesscale.testbed.demo.run_demo`: the embedd
 nodes in cgroup CPU budgets, the latency map's RTTs emulated and measured, one synthetic taxi day replayed, the
 job's records accounted by unique keys) with the spec's policy; its control loop is followed period by period
 for the time series and the decision log, and its calibrated simulated twin runs `sim_policies`. The bundle:
-`live/<policy>/` (the demo's own report.json, timeline and testbed logs), `timeseries/<policy>-live.csv`,
+`live/<policy>/` (the demo's own report.json, timeline, records' latencies and testbed logs),
+`timeseries/<policy>-live.csv` (with each period's record latency),
 `decisions.csv`, `network.json` (configured and measured), `metrics.json`, `figures/`, `report.html`.
 """
 
@@ -46,6 +47,7 @@ def live_metrics(rows: list[dict[str, Any]], report: dict[str, Any]) -> dict[str
         "max_backlog": max((r["backlog"] for r in rows), default=None),
         "periods": len(rows),
         "timings_s": report.get("timings_s"),
+        "latency": report.get("latency"),  # the day records' end-to-end latency (gesscale.testbed.latency)
     }
 
 
@@ -54,6 +56,7 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
     """Run every policy of a `local` spec live and write the bundle; returns the paths written."""
     from gesscale.experiment.html import write_live_report
     from gesscale.experiment.provenance import environment_record
+    from gesscale.latency import PERIOD_COLUMNS, period_columns
     from gesscale.latency_map import load_latency_map
     from gesscale.policies.base import make_policy
     from gesscale.report import write_csv, write_json
@@ -85,9 +88,13 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
         say(f"live run of {pid} ({len(runs) + 1}/{len(spec.policies)})")
         report = run_demo(opts, say)
         rows = history_rows(history)
-        paths.append(write_csv(out / "timeseries" / f"{pid}-live.csv", rows, TIMESERIES_COLUMNS))
+        lat = [p.get("latency") for p in report.get("periods", [])]
+        csv_rows = [r | period_columns(lat[i] if i < len(lat) else None) for i, r in enumerate(rows)]
+        paths.append(write_csv(out / "timeseries" / f"{pid}-live.csv", csv_rows,
+                               TIMESERIES_COLUMNS + PERIOD_COLUMNS))
         decisions += log.rows
         runs[pid] = {"live": live_metrics(rows, report), "twin": report.get("simulation"),
+                     "twin_latency": report.get("simulated_latency"),
                      "calibrated_scenario": report.get("calibrated_scenario"), "load": report.get("load")}
         network[pid] = report.get("network")
         workload = opts.workload()

@@ -60,6 +60,7 @@ class Testbed:
         """Start everything; on any failure (or Ctrl-C) stop what was started, then re-raise."""
         from gesscale.brokers import start_kafka
         from gesscale.brokers.topics import ensure_topic
+        from gesscale.testbed.latency import LOG_APPEND_TIME
 
         initial = cfg.initial or cfg.nodes[:1]
         unknown = [n for n in initial if n not in cfg.nodes]
@@ -77,7 +78,12 @@ class Testbed:
                 bootstrap = broker.bootstrap
             settings = cfg.job or JobSettings(bootstrap=bootstrap)
             settings.bootstrap = bootstrap
-            ensure_topic(bootstrap, settings.input, cfg.partitions)
+            # Broker append times on every topic of the job: what a record's latency is measured by
+            # (gesscale/testbed/latency.py); a topic that already exists keeps its own timestamp type. The output
+            # and dead-letter topics get the input's partition count, as the job would give them.
+            parts = ensure_topic(bootstrap, settings.input, cfg.partitions, LOG_APPEND_TIME)
+            for topic in (settings.output, settings.dead_letter):
+                ensure_topic(bootstrap, topic, parts, LOG_APPEND_TIME)
             fleet = Fleet.create(run_dir, cfg.nodes, cfg.node_cpu, cfg.ports)
             if broker is not None:
                 fleet.state.extra["broker"] = {"pid": broker.process.pid, "argv": broker.process.argv,

@@ -234,6 +234,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             f"period {opts.control_period_s:g} s")
         # The day starts once the job is warm, so that the controller starts without a backlog (runs that started
         # the day with the job began with 30-60 k records waiting; docs/testbed.md, "Limits found on this machine").
+        day_start_ms = int(time.time() * 1000)  # records appended from here on are the day's (latency)
         producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
@@ -269,6 +270,9 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         t_count = time.monotonic()
         acc = account_job(tb.job)  # on the basis the query calls for (gesscale/testbed/keys.py)
         timings["count_s"] = time.monotonic() - t_count
+        t_latency = time.monotonic()
+        latency, period_latency = measure_latency(tb, steps, day_start_ms, out / "latency.csv.gz")
+        timings["latency_s"] = time.monotonic() - t_latency
         reconfigs = read_reconfigurations(ctl.reconfig_path)
         model = model_points(ctl.policy)
         backlog_left = steps[-1].observation.backlog if steps else None
@@ -285,7 +289,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             producer.stop()
         say("tearing the testbed down")
         tb.close()
-    report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start)
+    report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start,
+                     latency, period_latency)
     report["load"] = load
     report["network"] = network
     write_json(opts.report or out / "report.json", report)
@@ -314,6 +319,28 @@ def warm_up(bootstrap: str, topic: str, count: int) -> None:
         producer.flush(30)
     finally:
         producer.close(5)
+
+
+def measure_latency(tb: Any, steps: list[Any], day_start_ms: int, path: Path
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every day record's end-to-end latency from the broker's append times (`gesscale.testbed.latency`; the job
+    stopped, the broker still up): the run's figures and one summary per control period, the records in `path`."""
+    from gesscale.testbed.job import read_batches
+    from gesscale.testbed.keys import batch_ranges
+    from gesscale.testbed.latency import record_latencies, report
+    from jobs.query import load_query
+
+    s = tb.job.settings
+    observations = read_batches(tb.job.batches_path)[0]
+    rec = record_latencies(s.bootstrap, s.input, s.output, s.dead_letter,
+                           per_record=load_query(s.query).per_record, observations=observations,
+                           ranges=batch_ranges(tb.job.checkpoint, observations), since_ms=day_start_ms,
+                           node_at=tb.fleet.node_at)
+    ends = [tb.fleet.state.t0 + st.observation.time_s for st in steps]
+    run, periods = report(rec, ends)
+    run["records_csv"] = str(rec.write_csv(path))
+    run["day_start_unix_ms"] = day_start_ms
+    return run, periods
 
 
 def measure_network(tb: Any, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
@@ -378,16 +405,18 @@ def _wait_first_batch(job: Any, timeout_s: float) -> None:
 
 def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
             steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
-            timings: dict[str, float], t_start: float) -> dict[str, Any]:
+            timings: dict[str, float], t_start: float, latency: dict[str, Any] | None = None,
+            period_latency: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Plot, calibrate, simulate, and assemble the report."""
     from gesscale.policies.base import parse_policy_list
-    from gesscale.report import summary
+    from gesscale.report import simulated_latency, summary
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
     from gesscale.testbed.report import calibrated_scenario, plot_timeline
 
     title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
-    png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap)
+    period_latency = period_latency or []
+    png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap, period_latency, latency)
     pauses = [r["pause_s"] for r in reconfigs]
     scen = calibrated_scenario(model, steps, pauses, lmap, opts.workload(), opts.control_period_s, opts.warmup_s,
                                opts.nodes)
@@ -407,10 +436,13 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
         ],
         "model": model,
         "producer": produced_summary,
-        "periods": [s.observation.to_dict() | {"decision": s.decision.reason} for s in steps],
+        "latency": latency,
+        "periods": [s.observation.to_dict() | {"decision": s.decision.reason}
+                    | ({"latency": period_latency[i]} if i < len(period_latency) else {}) for i, s in enumerate(steps)],
         "timeline_png": str(png),
         "calibrated_scenario": scen,
         "simulation": summary(results),
+        "simulated_latency": simulated_latency(results)["by_policy"],  # the twin's, same keys as `latency`
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items() if k != "listeners"},
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
     }

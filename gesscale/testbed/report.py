@@ -81,9 +81,12 @@ def model_curve(model: dict[str, Any], lmap: LatencyMap | None, n_max: int) -> t
 
 
 def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
-                  path: Path, title: str, lmap: LatencyMap | None = None) -> Path:
+                  path: Path, title: str, lmap: LatencyMap | None = None,
+                  period_latency: list[dict[str, Any]] | None = None, latency: dict[str, Any] | None = None) -> Path:
     """PNG: input vs throughput and backlog; replicas with each reconfiguration (shaded from the decision until
-    a batch of the new configuration completed, labelled with the measured pause); the model vs its measurements.
+    a batch of the new configuration completed, labelled with the measured pause); with `period_latency` the
+    records' end-to-end latency per control period (p50, p95, p99, max of the records that arrived in it) against
+    the run's SLO; the model vs its measurements.
     """
     import matplotlib
 
@@ -92,7 +95,8 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
 
     path.parent.mkdir(parents=True, exist_ok=True)
     t = [s.observation.time_s for s in steps]
-    fig, axes = plt.subplots(3, 1, figsize=(10, 9))
+    rows = 4 if period_latency else 3
+    fig, axes = plt.subplots(rows, 1, figsize=(10, 3 * rows))
     ax = axes[0]
     ax.plot(t, [s.observation.input_rate for s in steps], ".-", label="input rate", color="tab:blue")
     ax.plot(t, [s.observation.throughput for s in steps], ".-", label="throughput", color="tab:orange")
@@ -118,7 +122,9 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     ax.set_xlabel("time since the testbed started (s); grey: reconfiguring, until a batch of the new "
                   "configuration completed")
     ax.legend(loc="lower right")
-    ax = axes[2]
+    if period_latency:
+        _plot_latency(axes[2], t[: len(period_latency)], period_latency, latency or {})
+    ax = axes[-1]
     if model and model["measurements"]:
         ms = model["measurements"]
         ax.scatter([m["n"] for m in ms], [m["mst"] for m in ms], label="measured MST", color="tab:purple")
@@ -138,3 +144,24 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _plot_latency(ax: Any, t: list[float], periods: list[dict[str, Any]], run: dict[str, Any]) -> None:
+    """Per control period, p50/p95/p99/max of the latency of the records that arrived in it (log scale), the
+    run's SLO as a line, the run's figures in the title."""
+    styles = (("p50_s", "p50", "tab:green"), ("p95_s", "p95", "tab:orange"), ("p99_s", "p99", "tab:red"),
+              ("max_s", "max", "grey"))
+    for key, label, color in styles:
+        pts = [(x, p[key]) for x, p in zip(t, periods, strict=False) if p.get(key) is not None]
+        if pts:
+            ax.plot([x for x, _ in pts], [max(y, 1e-3) for _, y in pts], ".-", label=label, color=color, ms=4)
+    if run.get("slo_s") is not None:
+        ax.axhline(run["slo_s"], color="black", lw=0.8, ls="--", label=f"SLO {run['slo_s']:g} s")
+    ax.set_yscale("log")
+    ax.set_ylabel("record latency (s)")
+    if run.get("records"):
+        ax.set_title(f"end-to-end latency ({run.get('basis', '')}), by period of arrival; run: p50 "
+                     f"{run.get('p50_s')} s, p95 {run.get('p95_s')} s, p99 {run.get('p99_s')} s, max "
+                     f"{run.get('max_s')} s, {100 * run.get('over_slo_share', 0):.1f} % above the SLO",
+                     fontsize=8)
+    ax.legend(loc="upper left", fontsize=7)

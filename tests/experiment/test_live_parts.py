@@ -38,3 +38,20 @@ def test_decision_log_predicts_from_the_summary_before_the_period() -> None:
     unaware(_record(10, 2, 90.0, 1.0), _ModelView({"alpha": 50.0, "beta": 1.0, "gamma": 0.0}, False))
     unaware(_record(20, 2, 90.0, 1.0), _ModelView({"alpha": 50.0, "beta": 1.0, "gamma": 0.0}, False))
     assert unaware.rows[1]["predicted_mst"] == 100.0 and unaware.rows[1]["error_pct"] == 11.11
+
+
+def test_the_live_latency_goes_to_the_metrics_and_beside_the_twins_in_the_html() -> None:
+    from gesscale.experiment.html import latency_table_html
+
+    lat = {"records": 4, "p50_s": 1.0, "p95_s": 12.0, "p99_s": 12.0, "max_s": 12.0, "over_bound_share": 0.0,
+           "over_slo_share": 0.25, "bound_s": 300.0, "slo_s": 10.0, "basis": "output append"}
+    m = live_metrics([{"replicas": 1, "backlog": 0.0}], {"latency": lat})
+    assert m["latency"] == lat
+    twin = {"gesscale": {"records": 9, "p50_s": 0.0, "p95_s": 3.0, "p99_s": 5.0, "max_s": 7.0,
+                         "over_bound_share": 0.0, "over_slo_share": 0.0}}
+    page = latency_table_html({"gesscale": {"live": m, "twin_latency": twin}})
+    assert 'data-table="latency"' in page
+    assert "<td>live (output append)</td><td>4</td><td>1.0</td><td>12.0</td><td>12.0</td><td>12.0</td>" \
+           "<td>0.00 %</td><td>25.00 %</td>" in page
+    assert "<td>simulated twin (FIFO)</td><td>9</td><td>0.0</td><td>3.0</td><td>5.0</td><td>7.0</td>" in page
+    assert "SLO 10.0 s" in page

@@ -1,5 +1,6 @@
 """End to end on the real testbed: a shortened live demo (exactly once by unique keys, at least one
-reconfiguration, nothing left behind). The controller killed -9 mid-run is in tests/faults/test_controller.py."""
+reconfiguration, every day record's latency above the emulated RTT to the node that processed it, nothing left
+behind). The controller killed -9 mid-run is in tests/faults/test_controller.py."""
 
 from __future__ import annotations
 
@@ -74,4 +75,39 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
     assert net["emulated"] and net["pairs"] and net["ok"] and net["links_ok"] == len(net["pairs"]), net["pairs"]
     assert net["gaps"] == []  # the delay daemon never had to be restarted
     assert set(report["simulation"]) == {"gesscale", "ideal"}
+    _check_latency(report)
     assert _leftovers(range(15450, 15450 + opts.nodes)) == []
+
+
+def _check_latency(report: dict) -> None:
+    """One latency per day record, from broker append times, per period and per run; none below the physical
+    floor: the emulated RTT between the site and the nearest node of the executors of the batch that read it."""
+    from gesscale.latency_map import load_latency_map
+    from gesscale.testbed import DEFAULT_MAP
+    from gesscale.testbed.latency import floor_violations, read_records_csv
+
+    lat = report["latency"]
+    print(f"latency: {lat}", flush=True)
+    assert lat["broker_append_times"], lat["timestamps"]
+    assert lat["basis"] == "output append"
+    # every record the producer sent in the day has its latency, and they are all the records processed after
+    # the warm-up and the probe
+    assert lat["records"] == lat["processed"] == report["producer"]["acked"]
+    assert lat["processed"] == report["processed"] - lat["excluded_before_day"]
+    assert lat["unprocessed"] == 0 and lat["max_s"] is not None
+    assert lat["p50_s"] <= lat["p95_s"] <= lat["p99_s"] <= lat["max_s"]
+    periods = [p["latency"] for p in report["periods"]]
+    assert sum(p["records"] for p in periods) == lat["records"]
+    assert all(set(p) >= {"p50_s", "p95_s", "p99_s", "max_s"} for p in periods)
+    rows = read_records_csv(Path(lat["records_csv"]))
+    assert len(rows) == lat["records"]
+    lmap = load_latency_map(DEFAULT_MAP)
+    site = report["network"]["site"]
+    floors = {n: lmap.rtt(site, n) for n in lmap.names if n != site}
+    assert all(r["nodes"] for r in rows)  # every record was read by a committed batch with known executors
+    bad = floor_violations(rows, lambda n: floors.get(n, 0.0))
+    assert bad == [], bad[:5]
+    lowest = min(r["latency_ms"] - min(floors.get(n, 0.0) for n in r["nodes"].split("+")) for r in rows)
+    print(f"closest to the floor: {lowest:.1f} ms above the RTT; nodes seen "
+          f"{sorted({r['nodes'] for r in rows})}; RTT to the site {floors}", flush=True)
+    assert set(report["simulated_latency"]) == {"gesscale", "ideal"}

@@ -125,9 +125,11 @@ class Bridge:
     # paho network thread ------------------------------------------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
-            self._refused = str(reason_code)
-            self._connack.set()
-            self.notify(f"MQTT connection refused: {reason_code}")
+            if self._connack.is_set():  # refused on a reconnection: say so and let paho retry
+                self.notify(f"MQTT connection refused: {reason_code}")
+            else:  # refused at once: `run` ends with one error line
+                self._refused = str(reason_code)
+                self._connack.set()
             return
         self._connack.set()
         # one SUBSCRIBE: a pong proves the data filters are in place too (producer.handshake)

@@ -173,7 +173,8 @@ class MqttSink:
             if time.monotonic() > deadline:
                 self.close()
                 raise UserError(f"no bridge answered for MQTT topic {self.topic} within {timeout_s:g} s: start "
-                                "`gesscale bridge` first, or give --no-confirm")  # fmt: skip
+                                "`gesscale bridge` first (and let both users use gesscale/bridge/# if the broker "
+                                "has topic ACLs), or give --no-confirm")  # fmt: skip
             time.sleep(0.05)
 
     def _bridge_ready(self, now: float) -> bool:

@@ -124,6 +124,7 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     ax.legend(loc="lower right")
     if period_latency:
         _plot_latency(axes[2], t[: len(period_latency)], period_latency, latency or {})
+        axes[2].set_xlim(axes[0].get_xlim())  # the same time axis as the panels above
     ax = axes[-1]
     if model and model["measurements"]:
         ms = model["measurements"]
@@ -149,6 +150,9 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
 def _plot_latency(ax: Any, t: list[float], periods: list[dict[str, Any]], run: dict[str, Any]) -> None:
     """Per control period, p50/p95/p99/max of the latency of the records that arrived in it (log scale), the
     run's SLO as a line, the run's figures in the title."""
+    import matplotlib
+    import matplotlib.ticker
+
     styles = (("p50_s", "p50", "tab:green"), ("p95_s", "p95", "tab:orange"), ("p99_s", "p99", "tab:red"),
               ("max_s", "max", "grey"))
     for key, label, color in styles:
@@ -158,7 +162,11 @@ def _plot_latency(ax: Any, t: list[float], periods: list[dict[str, Any]], run: d
     if run.get("slo_s") is not None:
         ax.axhline(run["slo_s"], color="black", lw=0.8, ls="--", label=f"SLO {run['slo_s']:g} s")
     ax.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_ylabel("record latency (s)")
+    ax.set_xlabel("time since the testbed started (s): end of the period the records arrived in")
     if run.get("records"):
         ax.set_title(f"end-to-end latency ({run.get('basis', '')}), by period of arrival; run: p50 "
                      f"{run.get('p50_s')} s, p95 {run.get('p95_s')} s, p99 {run.get('p99_s')} s, max "

@@ -266,6 +266,13 @@ class PerformanceModel:
             "measurements": [m.to_dict() for m in self.measurements_],
         }
 
+    def loo_rms(self) -> dict[str, float]:
+        """Each form's root-mean-square leave-one-out error, computed only where `auto` computes it anyway (the
+        requested form is `auto` and the data could tell the forms apart); else empty."""
+        if self.form != AUTO or not self.form_reason_.startswith("auto: smallest"):
+            return {}
+        return {f: round(v["rms"], 6) for f, v in self.loo_errors().items()}
+
     def frozen(self) -> PerformanceModel:
         """A copy with the fitted values only (no measurements): predicts as this model does now."""
         return PerformanceModel.from_dict({"params": self.get_params(), **self.fitted_params()})

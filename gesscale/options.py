@@ -74,9 +74,9 @@ class OptionSpec:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
     def bounds_text(self) -> str:
-        """The accepted range, e.g. `>= 1`, `[0, 1]`, `paper|auto` (empty when any value goes)."""
+        """The accepted range, e.g. `>= 1`, `[0, 1]`, `paper, auto` (empty when any value goes)."""
         if self.kind == "choice":
-            return "|".join(self.choices)
+            return ", ".join(self.choices)
         if self.lo is None and self.hi is None:
             return ""
         if self.hi is None:

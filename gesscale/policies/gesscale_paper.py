@@ -123,6 +123,7 @@ class GesscalePolicy(Policy):
             "gamma": self.model.gamma_,
             "delta": self.model.delta_,
             "form": self.model.form_,
+            "loo_rms": self.model.loo_rms(),
             "measurements": len(self.model.measurements_),
         }
 

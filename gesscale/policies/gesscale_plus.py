@@ -320,5 +320,5 @@ class GesscalePlusPolicy(Policy):
     def model_summary(self) -> dict[str, Any]:
         """Fitted parameters, measurement count and the learned pause."""
         return {"alpha": self.model.alpha_, "beta": self.model.beta_, "gamma": self.model.gamma_,
-                "delta": self.model.delta_, "form": self.model.form_,
+                "delta": self.model.delta_, "form": self.model.form_, "loo_rms": self.model.loo_rms(),
                 "measurements": len(self.model.measurements_), "pause_s": self.pause.estimate_s}

@@ -38,3 +38,15 @@ def test_decision_log_predicts_from_the_summary_before_the_period() -> None:
     unaware(_record(10, 2, 90.0, 1.0), _ModelView({"alpha": 50.0, "beta": 1.0, "gamma": 0.0}, False))
     unaware(_record(20, 2, 90.0, 1.0), _ModelView({"alpha": 50.0, "beta": 1.0, "gamma": 0.0}, False))
     assert unaware.rows[1]["predicted_mst"] == 100.0 and unaware.rows[1]["error_pct"] == 11.11
+
+
+def test_decision_log_predicts_with_the_models_form_and_records_it() -> None:
+    log = DecisionLog("gesscale", 0, None)
+    summary = {"alpha": 50.0, "beta": 1.0, "gamma": 0.0, "delta": 0.01, "form": "proportional",
+               "loo_rms": {"paper": 0.2, "per-replica": 0.05, "proportional": 0.03}}
+    log(_record(10, 2, 90.0, 1.0), _ModelView(summary, True))
+    log(_record(20, 2, 90.0, 1.0), _ModelView(summary, True))
+    row = log.rows[1]
+    assert row["predicted_mst"] == 80.0  # 50 * 2 * (1 - 0.01 * 20)
+    assert row["model_form"] == "proportional"
+    assert row["model_loo_rms"] == "paper 20.0%; per-replica 5.0%; proportional 3.0%"

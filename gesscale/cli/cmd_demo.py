@@ -99,8 +99,8 @@ def register(app: typer.Typer) -> None:
         nodes: int = typer.Option(_D.nodes, "--nodes",
                                    help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
         latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="Latency map naming the "
-                                                "fog nodes and their RTTs [default: "
-                                                f"{DEMO_MAP.relative_to(ROOT)}, docs/testbed.md]."),
+                                                "fog nodes and their RTTs (default: "
+                                                f"{DEMO_MAP.relative_to(ROOT)}, docs/testbed.md)."),
         node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu",
                                        help="CPU budget of each fog node in cores (cgroup)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),

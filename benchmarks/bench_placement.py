@@ -70,6 +70,8 @@ def main() -> None:
     ap.add_argument("--kinds", default="near,median,far", help="placements measured per n: near, median, far")
     ap.add_argument("--seed", type=int, default=1, help="seed of the random placements (median)")
     ap.add_argument("--model-form", default="auto", choices=FORM_CHOICES, help="form of the model fitted")
+    ap.add_argument("--repeats", type=int, default=1, help="measure every configuration this many times (the model "
+                    "averages repeats; the ratios use their mean)")
     args = ap.parse_args()
 
     from gesscale.cli.query_option import checked_query
@@ -96,6 +98,8 @@ def main() -> None:
         if "far" in wanted and n in far_at and far != near and far != median:
             kinds[n].append(("far", far))
         configs += [c for _, c in kinds[n] if c not in configs]
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
     opts = LocalCalibrationOptions(run_dir=args.out / "testbed", node_cpu=args.node_cpu, wan=not args.no_wan,
                                    site=args.site, port_shift=600, query=query)
     site = args.site or WanSettings(lmap).resolve_site(testbed_nodes(lmap, configs))
@@ -103,22 +107,26 @@ def main() -> None:
           f"{', '.join('+'.join(c) + f' (ND_max {lmap.nd_max(c):.1f} ms)' for c in configs)}; "
           f"broker and driver at {site}" + ("" if opts.wan else " (not emulated: --no-wan)"))
     t0 = time.monotonic()
-    cal, timings = calibrate_local(opts, lmap, configs, LIVE_PARAMS, say=print, form=args.model_form,
+    cal, timings = calibrate_local(opts, lmap, configs * args.repeats, LIVE_PARAMS, say=print, form=args.model_form,
                                    progress=lambda r: print(f"  {'+'.join(r.nodes)}: MST {r.mst:.0f}/s"))
-    by_nodes: dict[tuple[str, ...], ProbeResult] = {tuple(r.nodes): r for r in cal.results}
+    by_nodes: dict[tuple[str, ...], list[ProbeResult]] = {}
+    for r in cal.results:
+        by_nodes.setdefault(tuple(r.nodes), []).append(r)
     print(f"\nmeasured in {time.monotonic() - t0:.0f} s ({'emulated WAN' if opts.wan else 'plain loopback'}):")
     print(f"{'n':>2} {'kind':<6} {'placement':<28} {'ND_max ms':>9} {'MST /s':>9} {'/near':>6}")
     rows = []
     for n in counts:
         near = kinds[n][0][1]
+        near_mst = sum(r.mst for r in by_nodes[near]) / len(by_nodes[near])
         for kind, cfg in kinds[n]:
-            r = by_nodes[cfg]
-            ratio = r.mst / by_nodes[near].mst if kind != "near" and by_nodes[near].mst else None
-            mst = f"{r.mst:.0f}" if r.bounded else f">={r.mst:.0f}"
-            print(f"{n:>2} {kind:<6} {'+'.join(cfg):<28} {r.nd_max_ms:>9.1f} {mst:>9} "
+            rs = by_nodes[cfg]
+            mean = sum(r.mst for r in rs) / len(rs)
+            ratio = mean / near_mst if kind != "near" and near_mst else None
+            mst = " ".join(f"{r.mst:.0f}" if r.bounded else f">={r.mst:.0f}" for r in rs)
+            print(f"{n:>2} {kind:<6} {'+'.join(cfg):<28} {rs[0].nd_max_ms:>9.1f} {mst:>9} "
                   f"{'' if ratio is None else f'{ratio:.3f}':>6}")
-            rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": r.nd_max_ms, "mst": r.mst,
-                         "bounded": r.bounded, "over_near": ratio,
+            rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": rs[0].nd_max_ms,
+                         "mst": [r.mst for r in rs], "bounded": [r.bounded for r in rs], "over_near": ratio,
                          "median_random_nd_max_ms": median_random_nd_max(lmap, lmap.names, n, args.seed)})
     doc = {"query": query, "wan": opts.wan, "site": site, "node_cpu": args.node_cpu, "rows": rows,
            "calibration": cal.to_dict(), "timings_s": timings}

@@ -93,6 +93,9 @@ def main() -> None:
         near, far = extreme_placements(lmap, n)
         median = median_random_placement(lmap, lmap.names, n, args.seed)
         kinds[n] = [("near", near)]
+        if n == 1:  # one replica has ND_max 0 wherever it is: the model cannot tell its placements apart
+            configs += [near] if near not in configs else []
+            continue
         if "median" in wanted and median != near:
             kinds[n].append(("median", median))
         if "far" in wanted and n in far_at and far != near and far != median:

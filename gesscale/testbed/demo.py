@@ -381,17 +381,13 @@ def _wait_first_batch(job: Any, timeout_s: float) -> None:
 def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
             steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
             timings: dict[str, float], t_start: float, seed: int = 1) -> dict[str, Any]:
-    """Plot, calibrate, simulate, and assemble the report.
-
-    Each scale-up also gets `random_nd_max_ms`: the median ND_max of seeded random placements of the same size
-    among the testbed's nodes (what a latency-unaware choice would have had, gesscale.random_placement), beside
-    the ND_max of the placement chosen."""
+    """Plot, calibrate, simulate, and assemble the report (each scale-up with the median ND_max a random choice
+    would have had: `gesscale.testbed.report.reconfiguration_rows`)."""
     from gesscale.policies.base import parse_policy_list
-    from gesscale.random_placement import median_random_nd_max
     from gesscale.report import summary
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
-    from gesscale.testbed.report import calibrated_scenario, plot_timeline
+    from gesscale.testbed.report import calibrated_scenario, plot_timeline, reconfiguration_rows
 
     title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
     png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap)
@@ -405,15 +401,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     return {
         **acc.to_dict(),
         "backlog_at_stop": backlog_left,
-        "reconfigurations": [
-            {"kind": r["kind"], "nodes": r["nodes"], "nd_max_ms": r["nd_max_ms"], "pause_s": r["pause_s"],
-             "added": r.get("added", []), "removed": r.get("removed", []), "time_s": r.get("time_s"),
-             "started_s": r.get("started_s"), "effective_s": r.get("effective_s"),
-             "reason": r.get("reason", ""), "strategy": r.get("strategy", opts.strategy),
-             **({"random_nd_max_ms": round(median_random_nd_max(lmap, lmap.names, len(r["nodes"]), seed), 3)}
-                if r["kind"] == "up" else {})}
-            for r in reconfigs
-        ],
+        "reconfigurations": reconfiguration_rows(reconfigs, lmap, seed, opts.strategy),
         "model": model,
         "producer": produced_summary,
         "periods": [s.observation.to_dict() | {"decision": s.decision.reason} for s in steps],

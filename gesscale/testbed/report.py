@@ -34,6 +34,24 @@ def model_points(policy: Any) -> dict[str, Any] | None:
             "loo": model.loo_errors(), "measurements": points}
 
 
+def reconfiguration_rows(reconfigs: list[dict[str, Any]], lmap: LatencyMap, seed: int,
+                         strategy: str) -> list[dict[str, Any]]:
+    """The report's reconfigurations. A scale-up also gets `random_nd_max_ms`: the median ND_max of seeded random
+    placements of the same size among the testbed's nodes (`lmap`), what a latency-unaware choice would have had
+    (gesscale.random_placement), beside the `nd_max_ms` of the placement chosen."""
+    from gesscale.random_placement import median_random_nd_max
+
+    return [
+        {"kind": r["kind"], "nodes": r["nodes"], "nd_max_ms": r["nd_max_ms"], "pause_s": r["pause_s"],
+         "added": r.get("added", []), "removed": r.get("removed", []), "time_s": r.get("time_s"),
+         "started_s": r.get("started_s"), "effective_s": r.get("effective_s"),
+         "reason": r.get("reason", ""), "strategy": r.get("strategy", strategy),
+         **({"random_nd_max_ms": round(median_random_nd_max(lmap, lmap.names, len(r["nodes"]), seed), 3)}
+            if r["kind"] == "up" else {})}
+        for r in reconfigs
+    ]
+
+
 def relative_noise(model: dict[str, Any] | None, floor: float = 0.01, ceiling: float = 0.9) -> float:
     """Relative standard deviation of the measurements around the model, within [`floor`, `ceiling`] (a
     scenario's noise must be below 1: a wildly scattered run is still simulated, at the ceiling)."""

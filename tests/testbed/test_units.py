@@ -166,3 +166,17 @@ def test_calibrated_scenario_keeps_the_models_form_and_its_leave_one_out_errors(
     assert truth.form == "per-replica" and truth.gamma == 2.0
     assert truth.mst(2, 37.0) == pytest.approx(400 * 2**0.7 - 2.0 * 2 * 37.0)
     assert truth.loo["per-replica"]["rms"] == 0.04 and "errors" not in truth.loo["paper"]
+
+
+def test_each_scale_up_in_the_report_has_the_median_random_nd_max() -> None:
+    from gesscale.random_placement import median_random_nd_max
+    from gesscale.testbed.report import reconfiguration_rows
+
+    lmap = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
+    reconfigs = [{"kind": "up", "nodes": ["fog1", "fog3"], "nd_max_ms": 1.529, "pause_s": 4.0, "added": ["fog3"]},
+                 {"kind": "up", "nodes": ["fog1", "fog3", "fog2"], "nd_max_ms": 1.673, "pause_s": 3.0},
+                 {"kind": "down", "nodes": ["fog1"], "nd_max_ms": 0.0, "pause_s": 0.5}]
+    rows = reconfiguration_rows(reconfigs, lmap, seed=1, strategy="live")
+    assert rows[0]["random_nd_max_ms"] == pytest.approx(36.997) == median_random_nd_max(lmap, lmap.names, 2, 1)
+    assert rows[1]["random_nd_max_ms"] == pytest.approx(50.369)
+    assert "random_nd_max_ms" not in rows[2] and rows[2]["strategy"] == "live"

@@ -143,6 +143,7 @@ class PerformanceModel:
         self.n_params_: int = 0
         self._c: float = 0.0
         self._loo: dict[str, dict[str, Any]] | None = None
+        self.chosen_by_loo_: bool = False  # `auto` chose the form by leave-one-out error (enough configurations)
 
     # -- calibration -----------------------------------------------------------------------------------
     @property
@@ -173,12 +174,14 @@ class PerformanceModel:
         self._loo = None
         if not ms:
             self.alpha_, self.beta_, self.gamma_, self.delta_, self.n_params_ = None, 1.0, 0.0, 0.0, 0
-            self._c, self.form_, self.form_reason_ = 0.0, PAPER, "no measurement"
+            self._c, self.form_, self.form_reason_, self.chosen_by_loo_ = 0.0, PAPER, "no measurement", False
             return self
         pts = _group(ms)  # one averaged point per distinct configuration
         form, self.form_reason_ = self.form, f"{self.form}: as requested"
+        self.chosen_by_loo_ = False
         if self.form == AUTO:
             form, self.form_reason_ = self._choose(pts)
+            self.chosen_by_loo_ = bool(self._loo)
         start = None
         if form == self.form_ and self.n_params_ >= 2 and self.alpha_:
             start = (self.alpha_, self.beta_, self._c)  # warm start from the previous fit of the same form
@@ -269,7 +272,7 @@ class PerformanceModel:
     def loo_rms(self) -> dict[str, float]:
         """Each form's root-mean-square leave-one-out error, computed only where `auto` computes it anyway (the
         requested form is `auto` and the data could tell the forms apart); else empty."""
-        if self.form != AUTO or not self.form_reason_.startswith("auto: smallest"):
+        if not self.chosen_by_loo_:
             return {}
         return {f: round(v["rms"], 6) for f, v in self.loo_errors().items()}
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.model import FORM_CHOICES
 
 # Where the controller runs; a default may differ per environment (declared with `env=` below).
 #   sim: `gesscale simulate` / `compare` (the scenario file's value, else the default)
@@ -26,12 +27,13 @@ LIVE = ("testbed", "demo", "k8s")
 
 
 def _opt(default: Any, help: str, *, kind: str = "", lo: float | None = None, hi: float | None = None,
-         lo_open: bool = False, env: dict[str, Any] | None = None, where: tuple[str, ...] = tuple(ENVIRONMENTS)
-         ) -> Any:
-    """A field with its declaration: help, kind (`duration` for seconds given as 10s/2m), bounds, the defaults
-    that differ per environment (`env`) and the environments the option applies to (`where`)."""
+         lo_open: bool = False, env: dict[str, Any] | None = None, where: tuple[str, ...] = tuple(ENVIRONMENTS),
+         choices: tuple[str, ...] = ()) -> Any:
+    """A field with its declaration: help, kind (`duration` for seconds given as 10s/2m, `choice` for one of
+    `choices`), bounds, the defaults that differ per environment (`env`) and the environments the option applies
+    to (`where`)."""
     meta = {"help": help, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "env": dict(env or {}),
-            "where": where}
+            "where": where, "choices": tuple(choices)}
     return field(default=default, metadata=meta)
 
 
@@ -65,6 +67,11 @@ class ControllerConfig:
     cpu_low: float = _opt(0.5, "Threshold baselines: CPU below this removes one replica.", lo=0.0, hi=1.0)
     recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).", where=LIVE)
     seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0)
+    model_form: str = _opt(
+        "paper", "Form of the performance model MST(n, ND_max) (docs/calibration.md); auto: the form with the "
+        "smallest leave-one-out error once 5 configurations are measured, the paper's before.", kind="choice",
+        choices=FORM_CHOICES, env={"testbed": "auto", "demo": "auto", "k8s": "auto"},
+    )
 
     def __post_init__(self) -> None:
         if self.control_period_s <= 0:
@@ -75,6 +82,8 @@ class ControllerConfig:
             raise UserError(f"max_replicas ({self.max_replicas}) < min_replicas ({self.min_replicas})")
         if not 0 <= self.cpu_low < self.cpu_high <= 1:
             raise UserError("need 0 <= cpu_low < cpu_high <= 1")
+        if self.model_form not in FORM_CHOICES:
+            raise UserError(f"model_form must be one of {', '.join(FORM_CHOICES)}, got {self.model_form!r}")
 
     @classmethod
     def describe(cls) -> list[tuple[str, Any, str]]:

@@ -64,7 +64,7 @@ class ControllerMetrics:
         # in recommend-only mode the replicas stay as observed; the recommendation is exported apart
         _show(running if done is not None else observed, self.replicas, self.nd_max, self.node)
         _show(running, self.recommended, self.recommended_nd_max, self.recommended_node)
-        for key in ("alpha", "beta", "gamma"):
+        for key in ("alpha", "beta", "gamma", "delta"):
             if model and model.get(key) is not None:
                 self.model.labels(param=key).set(float(model[key]))
         if model and model.get("measurements") is not None:

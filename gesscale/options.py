@@ -28,7 +28,7 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|min|m
 _UNITS = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
-KINDS = ("duration", "float", "int", "bool")
+KINDS = ("duration", "float", "int", "bool", "choice")
 
 
 def parse_duration_text(text: str, where: str) -> float:
@@ -54,6 +54,7 @@ class OptionSpec:
     optional: bool = False
     env_defaults: Mapping[str, Any] = field(default_factory=dict)
     environments: tuple[str, ...] = tuple(ENVIRONMENTS)
+    choices: tuple[str, ...] = ()  # kind `choice`: the names it takes
 
     @property
     def flag(self) -> str:
@@ -73,7 +74,9 @@ class OptionSpec:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
     def bounds_text(self) -> str:
-        """The accepted range, e.g. `>= 1`, `[0, 1]` (empty when any value goes)."""
+        """The accepted range, e.g. `>= 1`, `[0, 1]`, `paper, auto` (empty when any value goes)."""
+        if self.kind == "choice":
+            return ", ".join(self.choices)
         if self.lo is None and self.hi is None:
             return ""
         if self.hi is None:
@@ -87,6 +90,10 @@ class OptionSpec:
         what = f"{where}: '{self.name}'"
         if value is None and self.optional:
             return None
+        if self.kind == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise UserError(f"{what} must be one of {', '.join(self.choices)}, got {value!r}")
+            return value
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise UserError(f"{what} must be true or false, got {value!r}")
@@ -115,6 +122,8 @@ class OptionSpec:
         raw = str(text).strip()
         if self.optional and raw.lower() == "none":
             return None
+        if self.kind == "choice":
+            return self.check(raw, where)
         if self.kind == "bool":
             if raw.lower() in _TRUE:
                 return True
@@ -139,7 +148,7 @@ def controller_options(env: str | None = None) -> list[OptionSpec]:
         kind = meta.get("kind") or {"bool": "bool", "int": "int"}.get(str(f.type), "float")
         spec = OptionSpec(f.name, kind, f.default, meta.get("help", ""), meta.get("lo"), meta.get("hi"),
                           meta.get("lo_open", False), False, dict(meta.get("env", {})),
-                          tuple(meta.get("where", ENVIRONMENTS)))
+                          tuple(meta.get("where", ENVIRONMENTS)), tuple(meta.get("choices", ())))
         if env is None or env in spec.environments:
             out.append(spec)
     return out

@@ -243,11 +243,13 @@ class Calibration:
 def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
               params: ProbeParams = ProbeParams(),
               progress: Callable[[ProbeResult], None] | None = None,
-              on_step: Callable[[dict[str, float]], None] | None = None) -> Calibration:
-    """Measure every configuration, fit the model, and check its prediction on a held-out configuration.
+              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper") -> Calibration:
+    """Measure every configuration, fit the model in `form` (`auto`: chosen by leave-one-out error, see
+    `gesscale.model`), and check its prediction on a held-out configuration.
 
-    The held-out configuration is the one with the most replicas (the extrapolation users care about); the
-    check needs at least four configurations so that three remain to fit alpha, beta and gamma.
+    The held-out configuration is the one with the most replicas and, among those, the largest ND_max (the
+    extrapolation users care about); the check needs at least four configurations so that three remain to fit
+    alpha, beta and the latency term. The held-out fit uses the same `form` on the others.
     """
     results = []
     for cfg in configs:
@@ -257,19 +259,24 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
             progress(r)
     points = [Measurement(r.n, r.nd_max_ms, r.mst) for r in results if r.mst > 0]
     holdout = None
-    if len(points) >= 4:
-        held = max(range(len(points)), key=lambda i: (points[i].n, points[i].nd_max_ms))
-        train = [p for i, p in enumerate(points) if i != held]
-        m = PerformanceModel().fit(train)
-        predicted = m.predict(points[held].n, points[held].nd_max_ms)
+    configs_measured = {(p.n, round(p.nd_max_ms, 1)) for p in points}
+    if len(configs_measured) >= 4:
+        # the configuration held out, with all its repeats (a repeat left in would not make it held out)
+        key = max(configs_measured, key=lambda c: (c[0], c[1]))
+        held = [p for p in points if (p.n, round(p.nd_max_ms, 1)) == key]
+        train = [p for p in points if (p.n, round(p.nd_max_ms, 1)) != key]
+        m = PerformanceModel(form=form).fit(train)
+        measured = sum(p.mst for p in held) / len(held)
+        predicted = m.predict(held[0].n, held[0].nd_max_ms)
         holdout = {
-            "n": points[held].n,
-            "nd_max_ms": points[held].nd_max_ms,
-            "measured": points[held].mst,
+            "form": m.form_,
+            "n": held[0].n,
+            "nd_max_ms": held[0].nd_max_ms,
+            "measured": measured,
             "predicted": predicted,
-            "error": (predicted - points[held].mst) / points[held].mst,
+            "error": (predicted - measured) / measured,
         }
-    return Calibration(results, PerformanceModel().fit(points), holdout)
+    return Calibration(results, PerformanceModel(form=form).fit(points), holdout)
 
 
 class SimProbeTarget:

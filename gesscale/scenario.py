@@ -13,6 +13,7 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.latency_map import SUSPICIOUS_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
+from gesscale.model import FORMS
 from gesscale.names import check_name
 from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
@@ -29,12 +30,21 @@ class GroundTruth:
     noise: float = 0.03
     reconfig_pause_s: float = 120.0
     initial_replicas: int = 2
+    # The form of MST(n, ND_max) (`gesscale.model.FORMS`): `paper` uses gamma, `per-replica` gamma, and
+    # `proportional` delta (alpha n^beta (1 - delta ND_max)).
+    form: str = "paper"
+    delta: float = 0.0
+    # The leave-one-out errors the form was chosen by (a scenario calibrated from a run); not used to simulate.
+    loo: dict[str, Any] | None = None
 
     def mst(self, n: int, nd_max_ms: float) -> float:
         """True MST of n replicas at ND_max (records/s), without noise."""
         if n < 1:
             return 0.0
-        return max(0.0, self.alpha * n**self.beta - self.gamma * nd_max_ms)
+        if self.form == "paper":
+            return max(0.0, self.alpha * n**self.beta - self.gamma * nd_max_ms)
+        f = FORMS[self.form]
+        return f.mst(self.alpha, self.beta, self.delta if f.latency_param == "delta" else self.gamma, n, nd_max_ms)
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,7 @@ SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "ope
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
-OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas")
+OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
 # observations are per-second rates; below a second a period holds less than one sample.
 MIN_CONTROL_PERIOD_S = 1.0
@@ -137,6 +147,9 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         noise=float(number(op, "noise", 0.03, w_op, lo=0.0, hi=1.0, hi_open=True)),
         reconfig_pause_s=float(number(op, "reconfig_pause_s", 120.0, w_op, lo=0.0)),
         initial_replicas=number(op, "initial_replicas", 2, w_op, lo=1, integer=True),
+        form=_form(op, w_op),
+        delta=float(number(op, "delta", 0.0, w_op, lo=0.0)),
+        loo=_loo(op, w_op),
     )
     workload = data.get("workload")
     if workload is None:
@@ -170,6 +183,22 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     )
     controller = _controller_section(data, where)
     return with_controller(sc, controller, f"{where}: controller") if controller else _checked(sc, where)
+
+
+def _form(op: Mapping[str, Any], where: str) -> str:
+    """operator.form: one of the model's forms (`auto` is a choice of the controller, not a ground truth)."""
+    form = op.get("form", "paper")
+    if form not in FORMS:
+        raise UserError(f"{where}: 'form' must be one of {', '.join(FORMS)}, got {form!r}")
+    return str(form)
+
+
+def _loo(op: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """operator.loo: the leave-one-out errors recorded with a calibrated form (kept as given, informative)."""
+    loo = op.get("loo")
+    if loo is not None and not isinstance(loo, Mapping):
+        raise UserError(f"{where}: 'loo' must be a mapping of form to its leave-one-out errors, got {loo!r}")
+    return None if loo is None else dict(loo)
 
 
 def _controller_section(data: Mapping[str, Any], where: str) -> dict[str, Any]:

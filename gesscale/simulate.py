@@ -69,7 +69,7 @@ def starting_model(model: PerformanceModel, latency_in_model: bool) -> Performan
     copy = PerformanceModel.from_dict(model.to_dict())
     if latency_in_model or not copy.measurements_:
         return copy
-    flat = PerformanceModel(copy.identify_tol_ms, copy.max_measurements)
+    flat = PerformanceModel(**copy.get_params())
     return flat.fit([Measurement(m.n, 0.0, m.mst) for m in copy.measurements_])
 
 

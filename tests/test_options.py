@@ -123,6 +123,8 @@ def test_the_generated_flags_reach_the_command_checked_and_converted() -> None:
     (["compare", "-s", "scenarios", "-p", "static", "--policy-option", "replicas=x"], "must be a whole number"),
     (["run", "--policy", "static", "--policy-option", "nope=1"], "no policy among static has an option 'nope'"),
     (["run", "--cpu-low", "0.95"], "cpu_low < cpu_high"),
+    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--model-form", "cubic"],
+     "'model_form' must be one of paper, auto, per-replica, proportional"),
     (["k8s", "run", "--hook-url", "http://x", "--policy", "static", "--policy-option", "replicas=-1"],
      "'replicas' must be >= 1"),
 ])

@@ -140,3 +140,15 @@ def test_a_measurement_where_the_injector_fell_short_is_marked_machine_limited()
     assert result(930.0).machine_limited and result(930.0).to_dict()["machine_limited"] is True
     assert not result(940.0).machine_limited  # within 3% of the rate: the injector kept up
     assert not ProbeResult(("fog5",), 1, 0.0, 800.0, 0.05, [{"rate": 900.0, "ok": 1.0}]).machine_limited  # sim
+
+
+def test_the_held_out_configuration_leaves_out_every_repeat_of_it() -> None:
+    """Measured twice, the held-out configuration's second measurement must not be among the points fitted."""
+    configs = configurations(SC.latency_map, [1, 2, 3], ["near", "far"])
+    params = ProbeParams(warmup_s=5, cooldown_s=5, inject_s=10, observe_s=20, precision=0.02)
+    cal = calibrate(SimProbeTarget(SC.truth, SC.latency_map, seed=3), SC.latency_map, configs * 2, params,
+                    form="paper")
+    far3 = [r for r in cal.results if r.n == 3 and r.nd_max_ms == max(x.nd_max_ms for x in cal.results)]
+    assert len(far3) == 2 and far3[0].mst != far3[1].mst
+    assert cal.holdout["measured"] == pytest.approx((far3[0].mst + far3[1].mst) / 2)
+    assert cal.holdout["form"] == "paper"

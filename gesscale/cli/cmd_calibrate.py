@@ -108,19 +108,28 @@ def register(app: typer.Typer) -> None:
         wan: bool = wan_option(True, "local: "),
         site: str | None = site_option("local: "),
         query: str | None = query_option("local: ", default=None),
+        model_form: str = typer.Option("auto", "--model-form", help="Form of the model fitted: paper, auto (the "
+                                       "form with the smallest leave-one-out error once 5 configurations are "
+                                       "measured, the paper's before), per-replica or proportional "
+                                       "(docs/calibration.md)."),
     ) -> None:
-        """Measure the MST of each configuration (StreamBed-style dichotomous search), fit alpha, beta, gamma,
-        and report each measurement with its spread and the model's error on a held-out configuration.
+        """Measure the MST of each configuration (StreamBed-style dichotomous search), fit the model (its form by
+        --model-form), and report each measurement with its spread, each form's leave-one-out error and the
+        model's error on a held-out configuration.
 
         With --backend local a testbed (broker, Spark master, the fog nodes the configurations use, the job) is
         brought up in --run-dir and torn down at the end, also on Ctrl-C; with the defaults it took about a
         minute per configuration here, plus about 80 s of setup and job warm-up. The model file's `model` entry
         is what `gesscale run --model` and `gesscale simulate --model` start from. See docs/calibration.md.
 
-        Calibration runs no controller: of the controller options (`gesscale options`) it takes only --seed.
+        Calibration runs no controller: of the controller options (`gesscale options`) it takes only --seed
+        and --model-form (here auto by default: a calibration measures the points that tell the forms apart).
         """
+        from gesscale.model import FORM_CHOICES
         from gesscale.probe import configurations
 
+        if model_form not in FORM_CHOICES:
+            raise UserError(f"--model-form must be one of {', '.join(FORM_CHOICES)}, got {model_form!r}")
         if backend not in BACKENDS:
             raise UserError(f"backend {backend!r} is not available for calibrate; use sim or local "
                             "(k8s: not yet, see docs/calibration.md)")
@@ -140,7 +149,7 @@ def register(app: typer.Typer) -> None:
             configs = configurations(sc.latency_map, _ints(replicas), kinds)
             title = f"Capacity probe on {sc.name} (sim)"
             cal = calibrate(SimProbeTarget(sc.truth, sc.latency_map, seed), sc.latency_map, configs, params,
-                            progress=lambda r: console.print(_measured(r)))
+                            progress=lambda r: console.print(_measured(r)), form=model_form)
             timings: dict[str, float] = {}
         else:
             from gesscale.latency_map import load_latency_map
@@ -164,7 +173,7 @@ def register(app: typer.Typer) -> None:
                               f"{s['growth']:+.0f} -> {'sustained' if s['ok'] else 'not sustained'}")
 
             cal, timings = calibrate_local(opts, lmap, configs, params, progress=lambda r: console.print(_measured(r)),
-                                           say=console.print, on_step=on_step)
+                                           say=console.print, on_step=on_step, form=model_form)
         _report(console, title, cal)
         doc = cal.to_dict()
         doc["backend"] = backend
@@ -195,13 +204,25 @@ def _report(console: Console, title: str, cal: Any) -> None:
     console.print(table)
     m = cal.model
     if m.is_fitted:
-        console.print(f"fit: alpha={m.alpha_:.3f} beta={m.beta_:.3f} gamma={m.gamma_:.4f} ({m.n_params_} parameters)")
+        latency = f"delta={m.delta_:.6f}" if m.form_ == "proportional" else f"gamma={m.gamma_:.4f}"
+        console.print(f"fit: form {m.form_} ({m.form_reason_}): alpha={m.alpha_:.3f} beta={m.beta_:.3f} {latency} "
+                      f"({m.n_params_} parameters)")
+        loo = m.loo_errors()
+        if loo:
+            lt = Table(title="leave-one-out error per form (each configuration predicted from the others)",
+                       title_justify="left")
+            for col in ("form", "median |error|", "max |error|", "rms"):
+                lt.add_column(col, justify="left" if col == "form" else "right")
+            for form, v in loo.items():
+                lt.add_row(form + (" (chosen)" if form == m.form_ else ""), f"{v['median_abs']:.1%}",
+                           f"{v['max_abs']:.1%}", f"{v['rms']:.1%}")
+            console.print(lt)
     else:
         console.print("fit: none (no configuration sustained any rate)")
     if cal.holdout:
         h = cal.holdout
         console.print(f"held-out n={h['n']} ND_max={h['nd_max_ms']:.1f} ms: measured {h['measured']:.1f}, "
-                      f"predicted {h['predicted']:.1f} ({h['error']:+.1%})")
+                      f"predicted {h['predicted']:.1f} ({h['error']:+.1%}; form {h.get('form', 'paper')})")
     else:
         console.print("held-out check: needs at least 4 measured configurations")
     limited = [r for r in cal.results if r.machine_limited]

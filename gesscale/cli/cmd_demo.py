@@ -17,6 +17,7 @@ from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
+from gesscale.testbed import DEMO_MAP
 from gesscale.testbed.demo import DemoOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,17 +57,22 @@ def _print_report(report: dict) -> None:
     if report.get("unprocessed"):
         console.print(f"[yellow]{report['unprocessed']} records were still waiting when the run stopped (time limit; "
                       "raise --drain-timeout); they are neither processed nor lost[/yellow]")
-    table = Table(title="reconfigurations")
-    for col in ("t (s)", "kind", "added", "removed", "nodes", "ND_max ms", "pause s", "reason"):
+    table = Table(title="reconfigurations (random ND_max: median over seeded random placements of the same size)")
+    for col in ("t (s)", "kind", "added", "removed", "nodes", "ND_max ms", "random ND_max ms", "pause s", "reason"):
         table.add_column(col)
     for r in report["reconfigurations"]:
+        rnd = r.get("random_nd_max_ms")
         table.add_row(f"{r['time_s'] or 0:.0f}", r["kind"], ",".join(r["added"]), ",".join(r["removed"]),
-                      ",".join(r["nodes"]), f"{r['nd_max_ms']:.1f}", f"{r['pause_s']:.1f}", r["reason"][:50])
+                      ",".join(r["nodes"]), f"{r['nd_max_ms']:.1f}", "" if rnd is None else f"{rnd:.1f}",
+                      f"{r['pause_s']:.1f}", r["reason"][:50])
     console.print(table)
     model = report.get("model")
     if model and model["fitted"]:
-        mt = Table(title=f"model MST = {model['alpha']:.1f}·n^{model['beta']:.2f} − {model['gamma']:.3f}·ND_max "
-                   "vs measured")
+        latency = (f"(1 − {model.get('delta') or 0:.5f}·ND_max)" if model.get("form") == "proportional" else
+                   f"− {model['gamma']:.3f}·{'n·' if model.get('form') == 'per-replica' else ''}ND_max")
+        console.print(f"model form: {model.get('form', 'paper')} ({model.get('form_reason', '')})"
+                      + "".join(f"; leave-one-out rms {f} {v['rms']:.1%}" for f, v in (model.get("loo") or {}).items()))
+        mt = Table(title=f"model MST = {model['alpha']:.1f}·n^{model['beta']:.2f} {latency} vs measured")
         for col in ("n", "ND_max ms", "measured MST", "model"):
             mt.add_column(col, justify="right")
         for m in model["measurements"]:
@@ -101,6 +107,9 @@ def register(app: typer.Typer) -> None:
         report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
         nodes: int = typer.Option(_D.nodes, "--nodes",
                                    help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
+        latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="Latency map naming the "
+                                                "fog nodes and their RTTs (default: "
+                                                f"{DEMO_MAP.relative_to(ROOT)}, docs/testbed.md)."),
         node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu",
                                        help="CPU budget of each fog node in cores (cgroup)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
@@ -183,6 +192,7 @@ def register(app: typer.Typer) -> None:
                            control_period_s=controller.pop("control_period_s"),
                            warmup_s=controller.pop("warmup_s"), drain_timeout_s=drain_timeout,
                            sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query,
+                           latency_map=latency_map,
                            controller=controller, policy_options=popts)
         if view and console.is_terminal:
             with Live(live_view, console=console, refresh_per_second=2):

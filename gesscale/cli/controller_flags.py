@@ -22,7 +22,7 @@ from gesscale.options import OptionSpec, controller_option, controller_options
 
 POLICY_OPTION_HELP = ("A policy option KEY=VALUE (repeat the flag); POLICY.KEY=VALUE sets it for one policy "
                       "only. `gesscale options` lists each policy's options.")
-_TYPES = {"duration": str, "float": float, "int": int, "bool": bool}
+_TYPES = {"duration": str, "float": float, "int": int, "bool": bool, "choice": str}
 
 
 def flag_default(spec: OptionSpec, env: str) -> Any:

@@ -28,7 +28,7 @@ from gesscale.mape import StepRecord
 from gesscale.model import PerformanceModel
 
 DECISION_COLUMNS = ("policy", "seed", "t_s", "replicas", "nd_max_ms", "throughput", "saturated", "decision",
-                    "applied", "reason", "predicted_mst", "observed_mst", "error_pct")
+                    "applied", "reason", "predicted_mst", "observed_mst", "error_pct", "model_form", "model_loo_rms")
 
 
 class DecisionLog:
@@ -38,13 +38,14 @@ class DecisionLog:
         self.policy, self.seed = policy, seed
         self.rows: list[dict[str, Any]] = []
         self._before = self._snapshot(initial)
+        # each form's leave-one-out RMS error as the model stood before the period (`auto` models only)
+        self._loo = "" if initial is None else "; ".join(f"{f} {100 * r:.1f}%" for f, r in initial.loo_rms().items())
 
     @staticmethod
     def _snapshot(model: PerformanceModel | None) -> PerformanceModel | None:
         if model is None or not model.is_fitted:
             return None
-        return PerformanceModel.from_dict({"alpha": model.alpha_, "beta": model.beta_, "gamma": model.gamma_,
-                                           "n_params": model.n_params_})
+        return model.frozen()  # the chosen form and its fitted values (gesscale.model)
 
     def __call__(self, record: StepRecord, policy: Any) -> None:
         """Record one period (called by the control loop after the policy decided)."""
@@ -62,8 +63,13 @@ class DecisionLog:
             "predicted_mst": "" if predicted is None else round(predicted, 2),
             "observed_mst": "" if observed is None else round(observed, 2),
             "error_pct": "" if error is None else round(error, 2),
+            "model_form": "" if self._before is None else self._before.form_,
+            "model_loo_rms": self._loo,
         })
-        self._before = self._snapshot(getattr(policy, "model", None))
+        model = getattr(policy, "model", None)
+        self._before = self._snapshot(model)
+        loo = getattr(policy, "loo_rms", None) or (model.loo_rms() if model is not None else {})
+        self._loo = "; ".join(f"{form} {100 * rms:.1f}%" for form, rms in loo.items())
 
 
 def _input_record(scenario: Any, seeds: list[int]) -> dict[str, Any]:

@@ -29,10 +29,13 @@ class _ModelView:
 
     def __init__(self, summary: dict[str, Any] | None, uses_latency: bool) -> None:
         self.uses_latency_in_model = uses_latency
+        self.loo_rms = (summary or {}).get("loo_rms") or {}
         self.model = None
         if summary and summary.get("alpha") is not None:
             self.model = PerformanceModel.from_dict({"alpha": summary["alpha"], "beta": summary.get("beta", 1.0),
-                                                     "gamma": summary.get("gamma", 0.0)})
+                                                     "gamma": summary.get("gamma", 0.0),
+                                                     "delta": summary.get("delta", 0.0),
+                                                     "form": summary.get("form", "paper")})
 
 
 def live_metrics(rows: list[dict[str, Any]], report: dict[str, Any]) -> dict[str, Any]:
@@ -113,9 +116,9 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
     provenance = "synthetic diurnal taxi day (NYC weekday hourly shape) replayed into Kafka by the demo's producer"
     paths.append(write_json(out / "environment.json", {**provenance_record, "input": {
         "provenance": provenance, "by_policy": inputs}}))
-    from gesscale.testbed import DEFAULT_MAP
+    from gesscale.testbed import DEMO_MAP
 
-    configured = load_latency_map(spec.latency_map or DEFAULT_MAP).to_dict()
+    configured = load_latency_map(spec.latency_map or DEMO_MAP).to_dict()
     paths.append(write_json(out / "network.json", {"configured": configured, "measured": network}))
     paths.append(write_csv(out / "decisions.csv", decisions, DECISION_COLUMNS))
     paths.append(write_json(out / "metrics.json", {"environment": "local", "runs": runs}))

@@ -15,6 +15,9 @@
   throughput then says nothing about what fewer replicas could do (our guard; the paper is silent on it).
 - No decision during the warm-up after a reconfiguration; n_min <= n <= n_max.
 
+The model's form is the controller's `model_form` (`gesscale.model.FORMS`; `auto` chooses it by leave-one-out
+error once the data can tell), set on the model before every decision.
+
 `mdl-nlunaware` is the paper's "simpler performance model" baseline: the same algorithms with MST = alpha n^beta
 (latency ignored: every measurement and prediction uses ND_max = 0) and random node choice.
 """
@@ -51,6 +54,7 @@ class GesscalePolicy(Policy):
 
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """One MAPE decision (see the module docstring)."""
+        self.model.use_form(ctx.config.model_form)  # the controller's `model_form` (auto: chosen by the data)
         n = obs.n
         if ctx.in_warmup:
             return Decision(n, "warm-up")
@@ -117,6 +121,9 @@ class GesscalePolicy(Policy):
             "alpha": self.model.alpha_,
             "beta": self.model.beta_,
             "gamma": self.model.gamma_,
+            "delta": self.model.delta_,
+            "form": self.model.form_,
+            "loo_rms": self.model.loo_rms(),
             "measurements": len(self.model.measurements_),
         }
 

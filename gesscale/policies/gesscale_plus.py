@@ -205,6 +205,7 @@ class GesscalePlusPolicy(Policy):
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """One decision (see the module docstring)."""
         n = obs.n
+        self.model.use_form(ctx.config.model_form)  # the controller's `model_form`
         self._learn(obs, ctx)
         if ctx.in_warmup:
             self.surplus_since = {}
@@ -319,4 +320,5 @@ class GesscalePlusPolicy(Policy):
     def model_summary(self) -> dict[str, Any]:
         """Fitted parameters, measurement count and the learned pause."""
         return {"alpha": self.model.alpha_, "beta": self.model.beta_, "gamma": self.model.gamma_,
+                "delta": self.model.delta_, "form": self.model.form_, "loo_rms": self.model.loo_rms(),
                 "measurements": len(self.model.measurements_), "pause_s": self.pause.estimate_s}

@@ -22,6 +22,9 @@ from gesscale.testbed.job import JobSettings, TestbedJob
 from gesscale.testbed.wan import TestbedWan, WanSettings
 
 DEFAULT_MAP = Path(__file__).resolve().parents[2] / "inventory" / "latency" / "fog9.yaml"
+# The demo's layout (docs/testbed.md, "A layout where placement matters"): three metro nodes around the site, three
+# remote ones, so that where the replicas go changes what they sustain.
+DEMO_MAP = DEFAULT_MAP.parent / "rhine6.yaml"
 KAFKA_PORT = 15092
 
 

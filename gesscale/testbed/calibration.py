@@ -65,8 +65,10 @@ def measuring_order(configs: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]
 def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
                     params: ProbeParams, progress: Callable[[ProbeResult], None] | None = None,
                     say: Callable[[str], None] = print,
-                    on_step: Callable[[dict[str, float]], None] | None = None) -> tuple[Calibration, dict[str, float]]:
-    """Measure `configs` on a fresh local testbed; returns the calibration and timings (s).
+                    on_step: Callable[[dict[str, float]], None] | None = None,
+                    form: str = "paper") -> tuple[Calibration, dict[str, float]]:
+    """Measure `configs` on a fresh local testbed and fit the model in `form`; returns the calibration and
+    timings (s).
 
     The testbed (broker, master, workers, job, cgroups) is torn down before returning, whatever happens.
     """
@@ -111,7 +113,7 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
             timings["job_warmup_s"] = time.monotonic() - t_warm
             say(f"  warm-up done: {sent} records in {timings['job_warmup_s']:.0f} s")
         t_probe = time.monotonic()
-        cal = calibrate(target, lmap, configs, params, progress=progress, on_step=on_step)
+        cal = calibrate(target, lmap, configs, params, progress=progress, on_step=on_step, form=form)
         timings["probe_s"] = time.monotonic() - t_probe
         cal.results.sort(key=lambda r: given.index(tuple(r.nodes)))
     finally:

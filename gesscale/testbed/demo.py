@@ -57,7 +57,7 @@ class DemoOptions:
     max_rows_per_batch: int = 2000
     partitions: int = 6
     sim_policies: str = SIM_POLICIES
-    latency_map: Path | None = None
+    latency_map: Path | None = None  # None: gesscale.testbed.DEMO_MAP (docs/testbed.md)
     # Emulate the map's RTTs between the fog nodes and the site of broker and driver (gesscale.testbed.wan);
     # site None: the map's node with the smallest worst RTT to the demo's nodes.
     wan: bool = True
@@ -152,7 +152,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.latency_map import load_latency_map
     from gesscale.report import write_json
     from gesscale.runner import read_reconfigurations
-    from gesscale.testbed import DEFAULT_MAP, KAFKA_PORT, Testbed, TestbedConfig
+    from gesscale.testbed import DEMO_MAP, KAFKA_PORT, Testbed, TestbedConfig
     from gesscale.testbed.backend import LocalBackend
     from gesscale.testbed.controller import LiveController
     from gesscale.testbed.fleet import FleetPorts
@@ -173,7 +173,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             raise UserError(f"a testbed seems to run in {run_dir} (testbed.json present); stop it or use --out")
         shutil.rmtree(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    lmap_all = load_latency_map(opts.latency_map or DEFAULT_MAP)
+    lmap_all = load_latency_map(opts.latency_map or DEMO_MAP)
     if len(lmap_all.names) < opts.nodes:
         raise UserError(f"the latency map has only {len(lmap_all.names)} nodes")
     names = lmap_all.names[: opts.nodes]
@@ -207,7 +207,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         tb.save()
         tb.job.wait_ready(1)
         timings["setup_s"] = time.monotonic() - t_start
-        config = ControllerConfig(**{**opts.controller, "control_period_s": opts.control_period_s,
+        config = ControllerConfig(**{"model_form": controller_option("model_form").default_for("demo"),
+                                     **opts.controller, "control_period_s": opts.control_period_s,
                                      "warmup_s": opts.warmup_s,
                                      "max_replicas": opts.controller.get("max_replicas") or opts.nodes})
         say(f"testbed up in {timings['setup_s']:.0f} s; the job's first micro-batch ({WARMUP_RECORDS} warm-up "
@@ -290,7 +291,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         say("tearing the testbed down")
         tb.close()
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start,
-                     latency, period_latency)
+                     latency, period_latency, seed=config.seed)
     report["load"] = load
     report["network"] = network
     write_json(opts.report or out / "report.json", report)
@@ -406,13 +407,14 @@ def _wait_first_batch(job: Any, timeout_s: float) -> None:
 def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
             steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
             timings: dict[str, float], t_start: float, latency: dict[str, Any] | None = None,
-            period_latency: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Plot, calibrate, simulate, and assemble the report."""
+            period_latency: list[dict[str, Any]] | None = None, seed: int = 1) -> dict[str, Any]:
+    """Plot, calibrate, simulate, and assemble the report (each scale-up with the median ND_max a random choice
+    would have had: `gesscale.testbed.report.reconfiguration_rows`)."""
     from gesscale.policies.base import parse_policy_list
     from gesscale.report import simulated_latency, summary
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
-    from gesscale.testbed.report import calibrated_scenario, plot_timeline
+    from gesscale.testbed.report import calibrated_scenario, plot_timeline, reconfiguration_rows
 
     title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
     period_latency = period_latency or []
@@ -427,13 +429,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     return {
         **acc.to_dict(),
         "backlog_at_stop": backlog_left,
-        "reconfigurations": [
-            {"kind": r["kind"], "nodes": r["nodes"], "nd_max_ms": r["nd_max_ms"], "pause_s": r["pause_s"],
-             "added": r.get("added", []), "removed": r.get("removed", []), "time_s": r.get("time_s"),
-             "started_s": r.get("started_s"), "effective_s": r.get("effective_s"),
-             "reason": r.get("reason", ""), "strategy": r.get("strategy", opts.strategy)}
-            for r in reconfigs
-        ],
+        "reconfigurations": reconfiguration_rows(reconfigs, lmap, seed, opts.strategy),
         "model": model,
         "producer": produced_summary,
         "latency": latency,

@@ -1,6 +1,7 @@
 """The live run's report: model vs measured points, timeline PNG, and the scenario calibrated from the run.
 
-The calibrated scenario carries the fitted model as ground truth (α, β, γ), the relative spread of the
+The calibrated scenario carries the fitted model as ground truth (its form, α, β and γ or δ, and each form's
+leave-one-out error, for the record), the relative spread of the
 measurements around it as noise, the mean measured pause as the reconfiguration pause, the same latency map,
 control period, warm-up and taxi workload as the live run — so the simulator replays this run's conditions
 and compares the policies on them in seconds.
@@ -28,7 +29,27 @@ def model_points(policy: Any) -> dict[str, Any] | None:
         d["predicted"] = round(float(model.predict(m.n, m.nd_max_ms)), 2) if fitted else None
         points.append(d)
     return {"fitted": fitted, "alpha": model.alpha_ if fitted else None, "beta": model.beta_ if fitted else None,
-            "gamma": model.gamma_ if fitted else None, "measurements": points}
+            "gamma": model.gamma_ if fitted else None, "delta": model.delta_ if fitted else None,
+            "form": model.form_, "form_requested": model.form, "form_reason": model.form_reason_,
+            "loo": model.loo_errors(), "measurements": points}
+
+
+def reconfiguration_rows(reconfigs: list[dict[str, Any]], lmap: LatencyMap, seed: int,
+                         strategy: str) -> list[dict[str, Any]]:
+    """The report's reconfigurations. A scale-up also gets `random_nd_max_ms`: the median ND_max of seeded random
+    placements of the same size among the testbed's nodes (`lmap`), what a latency-unaware choice would have had
+    (gesscale.random_placement), beside the `nd_max_ms` of the placement chosen."""
+    from gesscale.random_placement import median_random_nd_max
+
+    return [
+        {"kind": r["kind"], "nodes": r["nodes"], "nd_max_ms": r["nd_max_ms"], "pause_s": r["pause_s"],
+         "added": r.get("added", []), "removed": r.get("removed", []), "time_s": r.get("time_s"),
+         "started_s": r.get("started_s"), "effective_s": r.get("effective_s"),
+         "reason": r.get("reason", ""), "strategy": r.get("strategy", strategy),
+         **({"random_nd_max_ms": round(median_random_nd_max(lmap, lmap.names, len(r["nodes"]), seed), 3)}
+            if r["kind"] == "up" else {})}
+        for r in reconfigs
+    ]
 
 
 def relative_noise(model: dict[str, Any] | None, floor: float = 0.01, ceiling: float = 0.9) -> float:
@@ -44,8 +65,10 @@ def calibrated_scenario(model: dict[str, Any] | None, steps: list[StepRecord], p
                         lmap: LatencyMap, workload: dict[str, Any], period_s: float, warmup_s: float,
                         max_replicas: int) -> dict[str, Any]:
     """A scenario dict (for `scenario_from_dict`) with this run's measured operator, pauses and input."""
+    form, delta, loo = "paper", 0.0, None
     if model and model["fitted"]:
         alpha, beta, gamma = model["alpha"], model["beta"], model["gamma"]
+        form, delta, loo = model.get("form", "paper"), model.get("delta") or 0.0, model.get("loo") or None
     else:  # no back-pressured period: the best throughput per replica seen is a lower bound of the MST
         best = max((s.observation.throughput / max(1, s.observation.n) for s in steps), default=100.0)
         alpha, beta, gamma = max(best, 1.0), 1.0, 0.0
@@ -54,7 +77,10 @@ def calibrated_scenario(model: dict[str, Any] | None, steps: list[StepRecord], p
         "control_period_s": period_s,
         "warmup_s": warmup_s,
         "cluster": {"latency_map": lmap.to_dict(), "min_replicas": 1, "max_replicas": max_replicas},
-        "operator": {"alpha": float(alpha), "beta": float(min(1.5, max(beta, 1e-3))), "gamma": float(gamma),
+        "operator": {"form": form, "alpha": float(alpha), "beta": float(min(1.5, max(beta, 1e-3))),
+                     "gamma": float(gamma), "delta": float(delta),
+                     **({"loo": {f: {k: v[k] for k in ("median_abs", "max_abs", "rms")} for f, v in loo.items()}}
+                        if loo else {}),
                      "noise": relative_noise(model),
                      "reconfig_pause_s": float(statistics.mean(pauses)) if pauses else 0.0,
                      "initial_replicas": 1},
@@ -77,7 +103,13 @@ def model_curve(model: dict[str, Any], lmap: LatencyMap | None, n_max: int) -> t
         nds = [nd] * len(ns)
         label = f"model at ND_max={nd:.0f} ms"
     ns = ns[: len(nds)]
-    return ns, [model["alpha"] * n ** model["beta"] - model["gamma"] * nd for n, nd in zip(ns, nds, strict=True)], label
+    from gesscale.model import FORMS
+
+    form = FORMS[model.get("form") or "paper"]
+    latency = model.get("delta") if form.latency_param == "delta" else model["gamma"]
+    label += f" ({form.name}: {form.formula})"
+    return ns, [form.mst(model["alpha"], model["beta"], latency or 0.0, n, nd)
+                for n, nd in zip(ns, nds, strict=True)], label
 
 
 def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,

@@ -55,3 +55,14 @@ def test_the_live_latency_goes_to_the_metrics_and_beside_the_twins_in_the_html()
            "<td>0.00 %</td><td>25.00 %</td>" in page
     assert "<td>simulated twin (FIFO)</td><td>9</td><td>0.0</td><td>3.0</td><td>5.0</td><td>7.0</td>" in page
     assert "SLO 10.0 s" in page
+
+def test_decision_log_predicts_with_the_models_form_and_records_it() -> None:
+    log = DecisionLog("gesscale", 0, None)
+    summary = {"alpha": 50.0, "beta": 1.0, "gamma": 0.0, "delta": 0.01, "form": "proportional",
+               "loo_rms": {"paper": 0.2, "per-replica": 0.05, "proportional": 0.03}}
+    log(_record(10, 2, 90.0, 1.0), _ModelView(summary, True))
+    log(_record(20, 2, 90.0, 1.0), _ModelView(summary, True))
+    row = log.rows[1]
+    assert row["predicted_mst"] == 80.0  # 50 * 2 * (1 - 0.01 * 20)
+    assert row["model_form"] == "proportional"
+    assert row["model_loo_rms"] == "paper 20.0%; per-replica 5.0%; proportional 3.0%"

@@ -151,3 +151,32 @@ def test_a_scattered_runs_noise_stays_below_one_so_its_scenario_loads() -> None:
     doc = calibrated_scenario(model, [], [4.0], lmap, DemoOptions(day_s=120, rides_per_day=30_000).workload(),
                               10.0, 20.0, 2)
     assert scenario_from_dict(doc, "scattered").truth.noise == 0.9
+
+
+def test_calibrated_scenario_keeps_the_models_form_and_its_leave_one_out_errors() -> None:
+    lmap = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
+    loo = {f: {"median_abs": 0.05, "max_abs": 0.1, "rms": r, "errors": [], "points": []}
+           for f, r in (("paper", 0.2), ("per-replica", 0.04), ("proportional", 0.06))}
+    model = {"fitted": True, "alpha": 400.0, "beta": 0.7, "gamma": 2.0, "delta": 0.0, "form": "per-replica",
+             "loo": loo, "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 400.0, "predicted": 400.0},
+                                          {"n": 2, "nd_max_ms": 37.0, "mst": 500.0, "predicted": 501.7}]}
+    doc = calibrated_scenario(model, [], [4.0], lmap, DemoOptions(day_s=120, rides_per_day=30_000).workload(),
+                              10.0, 20.0, 6)
+    truth = scenario_from_dict(doc, "calibrated").truth
+    assert truth.form == "per-replica" and truth.gamma == 2.0
+    assert truth.mst(2, 37.0) == pytest.approx(400 * 2**0.7 - 2.0 * 2 * 37.0)
+    assert truth.loo["per-replica"]["rms"] == 0.04 and "errors" not in truth.loo["paper"]
+
+
+def test_each_scale_up_in_the_report_has_the_median_random_nd_max() -> None:
+    from gesscale.random_placement import median_random_nd_max
+    from gesscale.testbed.report import reconfiguration_rows
+
+    lmap = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
+    reconfigs = [{"kind": "up", "nodes": ["fog1", "fog3"], "nd_max_ms": 1.529, "pause_s": 4.0, "added": ["fog3"]},
+                 {"kind": "up", "nodes": ["fog1", "fog3", "fog2"], "nd_max_ms": 1.673, "pause_s": 3.0},
+                 {"kind": "down", "nodes": ["fog1"], "nd_max_ms": 0.0, "pause_s": 0.5}]
+    rows = reconfiguration_rows(reconfigs, lmap, seed=1, strategy="live")
+    assert rows[0]["random_nd_max_ms"] == pytest.approx(36.997) == median_random_nd_max(lmap, lmap.names, 2, 1)
+    assert rows[1]["random_nd_max_ms"] == pytest.approx(50.369)
+    assert "random_nd_max_ms" not in rows[2] and rows[2]["strategy"] == "live"

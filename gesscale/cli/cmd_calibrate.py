@@ -192,7 +192,9 @@ def _report(console: Console, title: str, cal: Any) -> None:
         mst = f"{r.mst:.1f}" if r.bounded else f"≥ {r.mst:.1f}"
         table.add_row(str(r.n), ",".join(r.nodes), f"{r.nd_max_ms:.1f}", mst, f"{r.spread:.1%}",
                       f"{cal.model.predict(r.n, r.nd_max_ms):.1f}")
-    console.print(table)
+    from gesscale.cli.tables import print_table
+
+    print_table(console, table)
     m = cal.model
     if m.is_fitted:
         console.print(f"fit: alpha={m.alpha_:.3f} beta={m.beta_:.3f} gamma={m.gamma_:.4f} ({m.n_params_} parameters)")

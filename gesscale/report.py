@@ -95,9 +95,15 @@ def write_json(path: str | Path, doc: Mapping[str, Any]) -> Path:
     return p
 
 
+def fmt_count(value: float) -> str:
+    """A count, or a median of counts: whole as it is, a half (the median of an even number of seeds) kept, so
+    11.5 and 10.5 never show as 12 and 10 beside a ratio computed from the true values."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
 def _fmt(key: str, value: float) -> str:
     if key == "reconfigurations":
-        return f"{value:.0f}"
+        return fmt_count(value)
     if key in ("max_backlog", "cost"):
         return f"{value:,.0f}"
     return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"

@@ -55,7 +55,8 @@ def register(app: typer.Typer) -> None:
         json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (docs/metrics.md keys)."),
         plot: Path | None = typer.Option(
             None, "--plot", help="Folder for the Figure-7-style panel of every policy (first seed):"
-            " <scenario>-figure7.png, and <scenario>-table3.md: the paper's Table III reproduction.",
+            " <scenario>-figure7.png (also .svg, .pdf; with optimal and ideal, the table's references), and"
+            " <scenario>-table3.md: the paper's Table III reproduction.",
         ),
         timeseries: Path | None = typer.Option(
             None, "--timeseries", help="Folder for per-period time series of each policy's first seed:"
@@ -132,11 +133,13 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"cannot write {json_out}: {ex.strerror}") from None
             out.print(f"wrote {json_out}")
         if plot is not None:  # the requested policies (the references run for the regret columns only)
-            from gesscale.report import plot_figure7, workload_provenance
+            from gesscale.figures import paths_of
+            from gesscale.report import figure7_runs, plot_figure7, workload_provenance
 
-            path = plot_figure7({pid: results[pid][0] for pid in ids}, plot / f"{sc.name}-figure7.png",
+            path = plot_figure7(figure7_runs(results, ids), plot / f"{sc.name}-figure7.png",
                                 caption=workload_provenance(sc.workload))
-            out.print(f"wrote {path}")
+            for written in paths_of(path):
+                out.print(f"wrote {written}")
             from gesscale.experiment.paper import reproduction_markdown
 
             table3 = reproduction_markdown(doc["policies"], workload_provenance(sc.workload), seeds)

@@ -85,11 +85,9 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     """PNG: input vs throughput and backlog; replicas with each reconfiguration (shaded from the decision until
     a batch of the new configuration completed, labelled with the measured pause); the model vs its measurements.
     """
-    import matplotlib
+    from gesscale.figures import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()  # the shared style; written as PNG (300 dpi), SVG and PDF
     path.parent.mkdir(parents=True, exist_ok=True)
     t = [s.observation.time_s for s in steps]
     fig, axes = plt.subplots(3, 1, figsize=(10, 9))
@@ -135,6 +133,4 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     ax.set_xlabel("replicas n")
     ax.set_ylabel("MST (records/s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -78,7 +78,8 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(3, "--seeds", "-n", min=1, help="Runs per policy and scenario (medians are kept)."),
         out: Path = typer.Option(
             Path("out/compare"), "--out", "-o",
-            help="Output folder: matrix.json, matrix.md, heatmap-*.png, replicas-<scenario>.png.",
+            help="Output folder: matrix.json, matrix.md, heatmap-*, regret-boxplots and replicas-<scenario> figures"
+            " (each .png, .svg, .pdf).",
         ),
         timeseries: Path | None = typer.Option(
             None, "--timeseries", help="Folder for per-period time series of each (scenario, policy)'s first seed:"
@@ -105,7 +106,8 @@ def register(app: typer.Typer) -> None:
         held longer than optimal's 300 s), per scenario and as median and p95 over the scenarios (printed; with
         more than 10 scenarios only that table is printed).
 
-        Figures: heatmap-cost.png (cost / ideal cost), heatmap-excess.png, replicas-<scenario>.png.
+        Figures (each as .png at 300 dpi, .svg and .pdf; docs/figures.md): heatmap-cost (cost / ideal cost),
+        heatmap-excess, regret-boxplots, replicas-<scenario>.
 
         Controller options (--control-period, --warmup, ...) replace every scenario's; policy options
         (--policy-option [POLICY.]KEY=VALUE) those of each scenario's `policy_options:` (`gesscale options`).

@@ -188,7 +188,9 @@ def replicas_plot(
         t_s = np.arange(len(supply)) * period_s / 60.0
         t_d = np.arange(len(demand)) * period_s / 60.0
         ax.step(t_d, demand, where="post", color=ROLE["ideal"], lw=0.8, label="ideal")
-        ax.step(t_s, supply, where="post", color=policy_style(pid)["color"], lw=1.2, label="replicas")
+        look = policy_style(pid)
+        ax.step(t_s, supply, where="post", color=look["color"], linestyle=look["linestyle"], lw=1.2,
+                label="replicas")
         ax.set_title(pid)
     for ax in list(axes.flat)[len(policies):]:
         ax.axis("off")

@@ -26,6 +26,10 @@ ROLE = {
     "under": OKABE_ITO["vermillion"], "fail": OKABE_ITO["vermillion"], "predicted": OKABE_ITO["blue"],
     "observed": OKABE_ITO["orange"], "reference": "#7f7f7f",
 }
+# A policy's line: the six palette colours that read as lines on white (black is the ideal count's, yellow is too
+# faint), times three line styles: 18 distinct looks for the 16 policies.
+POLICY_COLOURS = tuple(OKABE_ITO[c] for c in ("blue", "orange", "bluish green", "vermillion", "reddish purple",
+                                              "sky blue"))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p", "d", "8", "H", "1")
 LINESTYLES = ("-", "--", "-.", ":")
 FORMATS = ("png", "svg", "pdf")
@@ -63,13 +67,14 @@ def pyplot() -> Any:
 
 
 def policy_style(pid: str) -> dict[str, Any]:
-    """Colour, line style and marker of a policy, fixed by its place in the registry (16 policies: 8 colours
-    times 2 line styles, 16 markers), so a policy looks the same in every figure."""
+    """Colour, line style and marker of a policy, fixed by its place in the registry (16 policies: 6 colours
+    times 3 line styles, 16 markers), so a policy looks the same in every figure."""
     from gesscale.policies.base import policy_ids
 
     ids = list(policy_ids())
     i = ids.index(pid) if pid in ids else len(ids) + sum(map(ord, pid))
-    return {"color": PALETTE[i % len(PALETTE)], "linestyle": LINESTYLES[(i // len(PALETTE)) % len(LINESTYLES)],
+    n = len(POLICY_COLOURS)
+    return {"color": POLICY_COLOURS[i % n], "linestyle": LINESTYLES[(i // n) % len(LINESTYLES)],
             "marker": MARKERS[i % len(MARKERS)]}
 
 

@@ -35,12 +35,12 @@ def _simulated(out: Path, seeds: int, scenario: Path, policies: str) -> None:
 
 
 def _print_report(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from gesscale.cli.tables import output_console, print_table
     from gesscale.report import metrics_table
 
-    console = Console(width=None if Console().is_terminal else 160)
+    console = output_console()
     exact = report["lost"] == 0 and report["duplicated"] == 0
     verdict = "[green]exactly once[/green]" if exact else "[red]NOT exactly once[/red]"
     console.print(f"records produced {report['produced']}, processed {report['processed']}, lost {report['lost']}, "
@@ -61,8 +61,8 @@ def _print_report(report: dict) -> None:
         table.add_column(col)
     for r in report["reconfigurations"]:
         table.add_row(f"{r['time_s'] or 0:.0f}", r["kind"], ",".join(r["added"]), ",".join(r["removed"]),
-                      ",".join(r["nodes"]), f"{r['nd_max_ms']:.1f}", f"{r['pause_s']:.1f}", r["reason"][:50])
-    console.print(table)
+                      ",".join(r["nodes"]), f"{r['nd_max_ms']:.1f}", f"{r['pause_s']:.1f}", r["reason"])
+    print_table(console, table)
     model = report.get("model")
     if model and model["fitted"]:
         mt = Table(title=f"model MST = {model['alpha']:.1f}·n^{model['beta']:.2f} − {model['gamma']:.3f}·ND_max "
@@ -71,11 +71,12 @@ def _print_report(report: dict) -> None:
             mt.add_column(col, justify="right")
         for m in model["measurements"]:
             mt.add_row(str(m["n"]), f"{m['nd_max_ms']:.1f}", f"{m['mst']:.0f}", f"{m['predicted']:.0f}")
-        console.print(mt)
+        print_table(console, mt)
     else:
         console.print("model: not fitted (no back-pressured period measured)")
     console.print(f"timeline: {report['timeline_png']}")
-    console.print(metrics_table("simulator on the scenario calibrated from this run (1 seed)", report["simulation"]))
+    print_table(console, metrics_table("simulator on the scenario calibrated from this run (1 seed)",
+                                       report["simulation"]))
     console.print(f"timings (s): {report['timings_s']}")
 
 

@@ -96,3 +96,21 @@ def test_output_width(monkeypatch) -> None:
     assert output_width() == 97
     monkeypatch.delenv("COLUMNS")
     assert output_width(open(os.devnull, "w")) == 80  # noqa: SIM115
+
+
+def test_the_demo_report_fits_80_columns_and_keeps_the_whole_reason(capsys, monkeypatch) -> None:
+    from gesscale.cli.cmd_demo import _print_report
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    reason = "back pressure on 3 periods: the model says n=3 sustains 412 records/s at ND_max 18.2 ms, 20 % above"
+    medians = {p: {**dict.fromkeys(METRIC_KEYS, 1.5), "cost": 1234.0} for p in ("gesscale", "thr-nlaware")}
+    _print_report({"produced": 10, "processed": 10, "lost": 0, "duplicated": 0, "dead_letters": 0,
+                   "reconfigurations": [{"time_s": 30.0, "kind": "live", "added": ["fog4"], "removed": [],
+                                         "nodes": ["fog1", "fog4"], "nd_max_ms": 18.2, "pause_s": 2.5,
+                                         "reason": reason}],
+                   "model": None, "timeline_png": "out/demo/timeline.png", "simulation": medians,
+                   "timings_s": {"total": 1.0}})
+    out = capsys.readouterr().out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= 80 and "…" not in out
+    assert " ".join(reason.split()) in " ".join(c.strip() for line in out.splitlines() if "│" in line
+                                                for c in line.split("│")[-2:-1])

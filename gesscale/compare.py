@@ -320,16 +320,21 @@ def write_outputs(results: Sequence[JobResult], out_dir: str | Path, seeds: int,
     caption = "Workloads: " + "; ".join(f"{sc}: {provenance[sc]}" for sc in matrix)
     marks = {"failed": failed, "references": REFERENCE_POLICIES, "caption": caption}
     figures: list[tuple[Callable[..., Path], tuple[object, ...], dict[str, object]]] = [
-        (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"), marks),
+        (heatmap, (normalised_cost(matrix), "cost / ideal cost (medians)", out / "heatmap-cost.png"),
+         {"unit": "cost / ideal's cost (ratio)", **marks}),
         (heatmap, (excess, "excess time (fraction of the input duration, medians)", out / "heatmap-excess.png"),
-         {"fmt": "{:.3f}", "power": 0.3, **marks}),
+         {"fmt": "{:.3f}", "unit": "excess time (fraction of the input duration)", **marks}),
         (regret_boxplots, (regret_matrix, out / "regret-boxplots.png"), {}),
     ]
     for sc, series in series_by_scenario(results).items():
         figures.append((replicas_plot, (sc, series, period[sc], inside(out, f"replicas-{sc}.png")),
                         {"caption": provenance[sc]}))
+    from gesscale.figures import paths_of
+
     if workers <= 1:
-        return paths + [fn(*args, **kwargs) for fn, args, kwargs in figures]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(fn, *args, **kwargs) for fn, args, kwargs in figures]
-        return paths + [f.result() for f in futures]
+        drawn = [fn(*args, **kwargs) for fn, args, kwargs in figures]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(fn, *args, **kwargs) for fn, args, kwargs in figures]
+            drawn = [f.result() for f in futures]
+    return paths + [f for png in drawn for f in paths_of(png)]  # each figure as PNG, SVG and PDF

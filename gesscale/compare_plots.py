@@ -1,4 +1,5 @@
-"""PNG figures of the comparison matrix: heatmaps across scenarios and replicas over time per scenario.
+"""Figures of the comparison matrix: heatmaps across scenarios and replicas over time per scenario (each as PNG
+at 300 dpi, SVG and PDF, in the style of `gesscale.figures`).
 
 - `heatmap`: policies × scenarios, one colour per cell with its value written in; used for the normalised
   cost (cost / the `ideal` oracle's cost in that scenario, or / the cheapest policy without an oracle) and for
@@ -19,25 +20,23 @@ from typing import Any
 
 import numpy as np
 
+from gesscale.figures import ROLE
+
 
 def _pyplot():  # type: ignore[no-untyped-def]
-    import matplotlib
+    from gesscale.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return pyplot()
 
 
-def _save(plt: Any, fig: Any, path: str | Path, dpi: int, tight: bool = True) -> Path:
-    """Lay out (unless the figure has its own layout engine), write the PNG (creating its folder), free it."""
+def _save(plt: Any, fig: Any, path: str | Path, tight: bool = True) -> Path:
+    """Lay out (unless the figure has its own layout engine), write PNG, SVG and PDF (creating the folder), free
+    the figure; return the PNG's path."""
+    from gesscale.figures import save
+
     if tight:
         fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=dpi)
-    plt.close(fig)
-    return p
+    return save(fig, path)
 
 
 def normalised_cost(matrix: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
@@ -64,43 +63,44 @@ def heatmap(
     path: str | Path,
     fmt: str = "{:.2f}",
     cmap: str = "magma_r",
-    power: float | None = None,
     failed: Collection[tuple[str, str]] = (),
     references: Collection[str] = (),
     caption: str = "",
+    unit: str = "",
 ) -> Path:
-    """Write a policies × scenarios heatmap of `values` (scenario → policy → number) as PNG.
+    """Write a policies × scenarios heatmap of `values` (scenario → policy → number).
 
-    The colour of a cell is that of its printed value (equal text, equal colour) on a linear (or `power`) scale
-    from the smallest to the largest value of the cells that did not fail; nothing is clipped. A failing cell
-    (`failed`: (scenario, policy) whose backlog was never drained) is grey, hatched and marked FAIL: its low
-    cost is not a result, so it takes no colour. Reference policies (`references`) are labelled as such.
-    `power` < 1 stretches the colours of small values (a power-law norm); the numbers written are unchanged.
-    `caption` (e.g. the workloads' provenance) goes below.
+    The colour of a cell is that of its printed value (equal text, equal colour) on a linear scale from the
+    smallest to the largest value of the cells that did not fail; nothing is clipped, and no power law stretches
+    small values (0.004 next to 0.000 looks as close as it is). A failing cell (`failed`: (scenario, policy)
+    whose backlog was never drained) is grey, hatched and marked FAIL: its low cost is not a result, so it takes
+    no colour. Reference policies (`references`) are labelled as such. `unit` labels the colour bar; `caption`
+    (e.g. the workloads' provenance) goes below.
     """
     plt = _pyplot()
-    from matplotlib.colors import PowerNorm
     scenarios = list(values)
     policies = sorted({p for per in values.values() for p in per})
     raw = np.array([[values[sc].get(p, math.nan) for sc in scenarios] for p in policies], dtype=float)
     shown = printed_values(raw, fmt)
     bad = np.array([[(sc, p) in failed for sc in scenarios] for p in policies], dtype=bool)
     grid = np.where(bad, math.nan, shown)
-    width = max(5.5, 2.6 + 1.3 * len(scenarios))
-    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.42 * len(policies) + (0.5 if caption else 0.0)),
+    width = max(6.0, 3.2 + 1.1 * len(scenarios))
+    cap_lines = textwrap.wrap(caption, int(width * 16)) if caption else []
+    fig, ax = plt.subplots(figsize=(width, 1.9 + 0.3 * len(policies) + 0.13 * len(cap_lines)),
                            layout="constrained")
     finite = grid[np.isfinite(grid)]
     vmin = float(finite.min()) if finite.size else 0.0
     vmax = float(finite.max()) if finite.size else 1.0
     if vmax <= vmin:
         vmax = vmin + 1.0
-    norm = PowerNorm(power, vmin=vmin, vmax=vmax) if power is not None else None
     colour_map = plt.get_cmap(cmap).with_extremes(bad="#d9d9d9")
-    im = ax.imshow(np.ma.masked_invalid(grid), cmap=colour_map, aspect="auto", norm=norm,
-                   **({} if norm is not None else {"vmin": vmin, "vmax": vmax}))
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=colour_map, aspect="auto", vmin=vmin, vmax=vmax)
+    ax.grid(False)
     ax.set_xticks(range(len(scenarios)), labels=scenarios, rotation=30 if len(scenarios) > 1 else 0,
                   ha="right" if len(scenarios) > 1 else "center")
     ax.set_yticks(range(len(policies)), labels=[f"{p} (reference)" if p in references else p for p in policies])
+    ax.set_xlabel("scenario")
+    ax.set_ylabel("policy")
     for i in range(len(policies)):
         for j in range(len(scenarios)):
             v = raw[i, j]
@@ -109,26 +109,31 @@ def heatmap(
             if bad[i, j]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="grey",
                                            lw=0))
-                ax.text(j, i, f"{fmt.format(v)} FAIL", ha="center", va="center", fontsize=7, color="tab:red",
-                        fontweight="bold")
+                ax.text(j, i, f"{fmt.format(v)} FAIL", ha="center", va="center", fontsize=6,
+                        color=ROLE["fail"], fontweight="bold")
                 continue
             dark = float(im.norm(grid[i, j])) > 0.6
-            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7, color="white" if dark else "black")
-    ax.set_title(title, fontsize=10, wrap=True)
-    fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
-    if caption:
-        fig.supxlabel(textwrap.fill(caption, int(width * 15)), fontsize=7)
-    return _save(plt, fig, path, dpi=110, tight=False)
+            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=6, color="white" if dark else "black")
+    ax.set_title(title)
+    bar = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
+    if unit:
+        bar.set_label(unit)
+    if cap_lines:
+        fig.supxlabel("\n".join(cap_lines), fontsize=6)
+    return _save(plt, fig, path, tight=False)
 
 
 def regret_boxplots(regret_matrix: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path) -> Path:
     """Two panels of box plots over scenarios (scenario → policy → `gesscale.regret` row): cost / optimal and
-    excess − optimal's, per policy; a scenario where the policy failed is a red cross outside the box."""
+    excess − optimal's, per policy; a scenario where the policy failed is a cross outside the box. The legend
+    sits below the panels, never over a box; the title is wrapped to the figure's width."""
     plt = _pyplot()
     policies = sorted({p for per in regret_matrix.values() for p in per})
-    fig, axes = plt.subplots(2, 1, figsize=(1.5 + 0.6 * len(policies), 7.5), sharex=True)
-    for ax, key, label in ((axes[0], "cost_vs_optimal", "cost / optimal"),
-                           (axes[1], "excess_vs_optimal", "excess time − optimal's")):
+    width = max(6.0, 1.6 + 0.42 * len(policies))
+    fig, axes = plt.subplots(2, 1, figsize=(width, 6.4), sharex=True, layout="constrained")
+    failed_any = False
+    for ax, key, label in ((axes[0], "cost_vs_optimal", "cost / optimal's (ratio)"),
+                           (axes[1], "excess_vs_optimal", "excess time − optimal's\n(fraction of input)")):
         ok, bad = [], []
         for p in policies:
             rows = [per[p] for per in regret_matrix.values() if p in per and per[p].get(key) is not None]
@@ -138,17 +143,25 @@ def regret_boxplots(regret_matrix: Mapping[str, Mapping[str, Mapping[str, Any]]]
                    showfliers=True)
         for i, values in enumerate(bad):
             if values:
-                ax.scatter([i] * len(values), values, marker="x", color="tab:red", zorder=3,
-                           label="FAIL (backlog never drained)" if i == next(j for j, v in enumerate(bad) if v)
-                           else None)
+                failed_any = True
+                ax.scatter([i] * len(values), values, marker="x", color=ROLE["fail"], zorder=3,
+                           label="FAIL (backlog never drained)")
         ax.set_ylabel(label)
-        ax.grid(axis="y", alpha=0.3)
-        if any(bad):
-            ax.legend(loc="center left", fontsize=8)
-    axes[0].axhline(1.0, color="grey", lw=0.8)
-    axes[0].set_title(f"regret over {len(regret_matrix)} scenario(s) (medians over seeds)")
-    axes[1].set_xticks(range(len(policies)), labels=policies, rotation=35, ha="right")
-    return _save(plt, fig, path, dpi=110)
+        ax.grid(axis="x", visible=False)
+    axes[0].axhline(1.0, color=ROLE["reference"], lw=0.8)
+    fig.suptitle(textwrap.fill(f"regret over {len(regret_matrix)} scenario(s) (medians over seeds)",
+                               int(width * 11)))
+    axes[1].set_xticks(range(len(policies)), labels=policies, rotation=90)  # upright: 16 names never touch
+    axes[1].set_xlabel("policy")
+    if failed_any:
+        handles, labels = [], []
+        for ax in axes:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="outside lower center")
+    return _save(plt, fig, path, tight=False)
 
 
 def replicas_plot(
@@ -159,29 +172,37 @@ def replicas_plot(
     caption: str = "",
 ) -> Path:
     """One panel per policy: replicas in use (first seed) and the ideal replica count, over time in minutes;
-    `caption` (the workload's provenance) below."""
+    `caption` (the workload's provenance) below. The lowest panel of every column carries the time axis, also
+    when the row below it is not full."""
+    from gesscale.figures import policy_style
+
     plt = _pyplot()
     policies = sorted(series)
     cols = 4 if len(policies) > 6 else max(1, min(3, len(policies)))
     rows = math.ceil(len(policies) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 1.9 * rows + 0.9), sharex=True, sharey=True,
-                             squeeze=False, layout="constrained")
+    cap_lines = textwrap.wrap(f"Workload: {caption}", int(3.2 * cols * 16)) if caption else []
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 1.7 * rows + 0.9 + 0.13 * len(cap_lines)),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
     for ax, pid in zip(axes.flat, policies, strict=False):
         supply, demand = series[pid]
         t_s = np.arange(len(supply)) * period_s / 60.0
         t_d = np.arange(len(demand)) * period_s / 60.0
-        ax.step(t_d, demand, where="post", color="grey", lw=1.0, label="ideal")
-        ax.step(t_s, supply, where="post", color="tab:green", lw=1.2, label="replicas")
-        ax.set_title(pid, fontsize=9)
-        ax.grid(alpha=0.3)
+        ax.step(t_d, demand, where="post", color=ROLE["ideal"], lw=0.8, label="ideal")
+        look = policy_style(pid)
+        ax.step(t_s, supply, where="post", color=look["color"], linestyle=look["linestyle"], lw=1.2,
+                label="replicas")
+        ax.set_title(pid)
     for ax in list(axes.flat)[len(policies):]:
         ax.axis("off")
-    axes[0][0].legend(loc="upper left", fontsize=7)
-    for ax in axes[-1]:
-        ax.set_xlabel("time (min)")
+    axes[0][0].legend(loc="upper left")
+    for c in range(cols):
+        used = [axes[r][c] for r in range(rows) if r * cols + c < len(policies)]
+        if used:
+            used[-1].set_xlabel("time (min)")
+            used[-1].xaxis.set_tick_params(labelbottom=True)
     for row in axes:
         row[0].set_ylabel("replicas")
     fig.suptitle(f"{scenario}: replicas over time (first seed) vs ideal")
-    if caption:
-        fig.supxlabel(textwrap.fill(f"Workload: {caption}", int(3.6 * cols * 15)), fontsize=7)
-    return _save(plt, fig, path, dpi=100, tight=False)
+    if cap_lines:
+        fig.supxlabel("\n".join(cap_lines), fontsize=6)
+    return _save(plt, fig, path, tight=False)

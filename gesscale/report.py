@@ -117,9 +117,15 @@ def write_json(path: str | Path, doc: Mapping[str, Any]) -> Path:
     return p
 
 
+def fmt_count(value: float) -> str:
+    """A count, or a median of counts: whole as it is, a half (the median of an even number of seeds) kept, so
+    11.5 and 10.5 never show as 12 and 10 beside a ratio computed from the true values."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
 def _fmt(key: str, value: float) -> str:
     if key == "reconfigurations":
-        return f"{value:.0f}"
+        return fmt_count(value)
     if key in ("max_backlog", "cost"):
         return f"{value:,.0f}"
     return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
@@ -167,75 +173,35 @@ def metrics_table(title: str, medians: Mapping[str, Mapping[str, float]],
     return table
 
 
-def plot_run(result: RunResult, path: str | Path) -> Path:
-    """Figure-7-style PNG of one run: workload vs throughput, replicas, provisioning vs ideal."""
-    import matplotlib
+def figure7_runs(results: Mapping[str, list[RunResult]], requested: list[str]) -> dict[str, RunResult]:
+    """The first run of each requested policy, then of each regret reference that ran (`optimal`, `ideal`):
+    the table's c/opt and c/ideal are against them, so the figure shows them too."""
+    from gesscale.regret import REFERENCES
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    t_min = np.arange(len(result.input)) / 60.0
-    win = 60
-
-    def smooth(x: np.ndarray) -> np.ndarray:
-        if len(x) < win:
-            return x
-        return np.convolve(x, np.ones(win) / win, mode="same")
-
-    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
-    ax = axes[0]
-    ax.plot(t_min, smooth(result.input), label="input rate", color="tab:blue", lw=1)
-    ax.plot(t_min, smooth(result.processed), label="throughput", color="tab:orange", lw=1)
-    ax.set_ylabel("records/s (1-min mean)")
-    ax.legend(loc="upper left")
-    ax2 = ax.twinx()
-    ax2.fill_between(t_min, result.backlog, color="tab:red", alpha=0.15, label="backlog")
-    ax2.set_ylabel("backlog (records)", color="tab:red")
-    ax.set_title(f"{result.policy} on {result.scenario} (seed {result.seed})")
-    axes[1].step(t_min, result.supply, where="post", color="tab:green", label="replicas in use")
-    for h in result.history:
-        if h.applied and h.reconfiguration is not None:
-            axes[1].axvline(h.observation.time_s / 60.0, color="grey", lw=0.4, alpha=0.6)
-    axes[1].set_ylabel("replicas")
-    axes[1].legend(loc="upper left")
-    n_in = len(result.demand)
-    axes[2].step(t_min[:n_in], result.demand, where="post", color="black", label="ideal (demand)")
-    axes[2].step(t_min[:n_in], result.supply[:n_in], where="post", color="tab:green", alpha=0.8, label="supply")
-    d = result.demand.astype(float)
-    s = result.supply[:n_in].astype(float)
-    axes[2].fill_between(t_min[:n_in], d, s, where=s > d, step="post", color="tab:blue", alpha=0.2,
-                         label="over-provisioned")
-    axes[2].fill_between(t_min[:n_in], d, s, where=s < d, step="post", color="tab:red", alpha=0.3,
-                         label="under-provisioned")
-    axes[2].set_ylabel("replicas")
-    axes[2].set_xlabel("time (min)")
-    axes[2].legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    ids = list(requested) + [r for r in REFERENCES if r in results and r not in requested]
+    return {pid: results[pid][0] for pid in ids}
 
 
 def plot_figure7(results: Mapping[str, RunResult], path: str | Path, caption: str = "") -> Path:
     """One Figure-7-style panel of a workload with every policy (one run each, the first seed): a column per
     policy and, on one scale per row, the input against the throughput (1-min means), the replicas in use
-    against the ideal count, and the backlog. `caption` (the workload's provenance) is printed below."""
+    against the ideal count, and the backlog. A regret reference among `results` (`optimal`, `ideal`) is titled
+    as one. `caption` (the workload's provenance) is printed below. Written as PNG, SVG and PDF
+    (`gesscale.figures.save`); returns the PNG's path."""
     import textwrap
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
+    from gesscale.figures import ROLE, policy_style, pyplot, save
+    from gesscale.regret import REFERENCES
+
+    plt = pyplot()
     policies = list(results)
     cols = len(policies)
-    width = max(6.0, 2.9 * cols)
-    fig, axes = plt.subplots(3, cols, figsize=(width, 7.2), sharex=True, sharey="row", squeeze=False,
-                             layout="constrained")
+    width = max(6.0, 2.5 * cols)
+    cap_lines = textwrap.wrap(f"Workload: {caption}", int(width * 16)) if caption else []
+    fig, axes = plt.subplots(3, cols, figsize=(width, 6.4 + 0.13 * len(cap_lines)), sharex=True, sharey="row",
+                             squeeze=False, layout="constrained")
     win = 60
 
     def smooth(x: np.ndarray) -> np.ndarray:
@@ -245,27 +211,22 @@ def plot_figure7(results: Mapping[str, RunResult], path: str | Path, caption: st
         r = results[pid]
         t_min = np.arange(len(r.input)) / 60.0
         top, mid, low = axes[0][j], axes[1][j], axes[2][j]
-        top.plot(t_min, smooth(r.input), color="tab:blue", lw=0.9, label="input")
-        top.plot(t_min, smooth(r.processed), color="tab:orange", lw=0.9, label="throughput")
-        top.set_title(pid + ("" if r.drained else " (FAIL: never drained)"), fontsize=9)
+        top.plot(t_min, smooth(r.input), color=ROLE["input"], lw=0.9, label="input")
+        top.plot(t_min, smooth(r.processed), color=ROLE["throughput"], lw=0.9, label="throughput")
+        name = pid + (" (reference)" if pid in REFERENCES else "")
+        top.set_title(name if r.drained else textwrap.fill(f"{name} (FAIL: never drained)", 22))
         n_in = len(r.demand)
-        mid.step(t_min[:n_in], r.demand, where="post", color="black", lw=0.8, label="ideal")
-        mid.step(t_min, r.supply, where="post", color="tab:green", lw=1.0, label="replicas")
-        low.fill_between(t_min, r.backlog, color="tab:red", alpha=0.35, lw=0, label="backlog")
+        mid.step(t_min[:n_in], r.demand, where="post", color=ROLE["ideal"], lw=0.8, label="ideal")
+        mid.step(t_min, r.supply, where="post", color=policy_style(pid)["color"], lw=1.0, label="replicas")
+        low.fill_between(t_min, r.backlog, color=ROLE["backlog"], alpha=0.35, lw=0, label="backlog")
         low.set_xlabel("time (min)")
-        for ax in (top, mid, low):
-            ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("records/s (1-min mean)")
     axes[1][0].set_ylabel("replicas")
     axes[2][0].set_ylabel("backlog (records)")
     for row in axes:
-        row[0].legend(loc="upper left", fontsize=7)
+        row[0].legend(loc="upper left")
     first = next(iter(results.values()))
-    fig.suptitle(f"{first.scenario}: every policy on one scale per row (seed {first.seed})", fontsize=11)
-    if caption:
-        fig.supxlabel(textwrap.fill(f"Workload: {caption}", int(width * 15)), fontsize=8)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    return p
+    fig.suptitle(f"{first.scenario}: every policy on one scale per row (seed {first.seed})")
+    if cap_lines:
+        fig.supxlabel("\n".join(cap_lines), fontsize=6)
+    return save(fig, path)

@@ -53,6 +53,7 @@ class JobConfig:
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_bootstrap: str | None = None  # default: `bootstrap` (output and dead-letter topics next to the input)
     query: str = "nearest-landmark"  # a `--query` value (jobs/query.py)
+    input_wait_s: float = 60.0  # a missing input topic is waited for this long (its producer may start later)
 
     @property
     def dead_letter_topic(self) -> str:
@@ -79,6 +80,8 @@ class JobConfig:
         for flag, port in (("--http-port", self.http_port), ("--ui-port", self.ui_port)):
             if port is not None and not 1 <= port <= 65535:
                 raise UserError(f"{flag} must be a port in 1-65535, got {port}")
+        if not self.input_wait_s >= 0:
+            raise UserError("--wait-for-input must be >= 0 seconds")
         if self.dead_letter_topic in (self.input, self.output) or self.input == self.output:
             raise UserError("input, output and dead-letter topics must be three different topics")
         self.loaded_query()
@@ -111,6 +114,22 @@ class JobState:
             self.last_rows_at = time.monotonic()
 
 
+def wait_for_input(count: Callable[[], int], timeout_s: float, on_wait: Callable[[], None],
+                   interval_s: float = 1.0) -> int:
+    """The input topic's partition count from `count()`, asked again every `interval_s` while it is 0 (the topic
+    does not exist yet: a job started before its producer), for at most `timeout_s`; `on_wait()` is called once
+    when waiting starts. Returns 0 when the topic still does not exist."""
+    deadline = time.monotonic() + timeout_s
+    parts = count()
+    if parts or timeout_s <= 0:
+        return parts
+    on_wait()
+    while parts == 0 and time.monotonic() < deadline:
+        time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
+        parts = count()
+    return parts
+
+
 def _check_broker(cfg: JobConfig) -> int:
     """Partitions of the input topic; create the output topics like it (on the output's Kafka). UserError when
     a Kafka is unreachable or the input is missing."""
@@ -118,12 +137,18 @@ def _check_broker(cfg: JobConfig) -> int:
 
     from jobs.kafka_io import ensure_topic, partition_counts
 
-    try:
-        parts = partition_counts(cfg.bootstrap, [cfg.input])[cfg.input]
-    except KafkaError as err:
-        raise UserError(f"cannot reach Kafka at {cfg.bootstrap}: {err}") from err
+    def count() -> int:
+        try:
+            return partition_counts(cfg.bootstrap, [cfg.input])[cfg.input]
+        except KafkaError as err:
+            raise UserError(f"cannot reach Kafka at {cfg.bootstrap}: {err}") from err
+
+    parts = wait_for_input(count, cfg.input_wait_s, lambda: log.warning(
+        "input topic %r does not exist on %s yet: waiting up to %.0f s for its producer (--wait-for-input)",
+        cfg.input, cfg.bootstrap, cfg.input_wait_s))
     if parts == 0:
-        raise UserError(f"input topic {cfg.input!r} does not exist on {cfg.bootstrap}")
+        waited = f" after waiting {cfg.input_wait_s:.0f} s (--wait-for-input)" if cfg.input_wait_s else ""
+        raise UserError(f"input topic {cfg.input!r} does not exist on {cfg.bootstrap}{waited}")
     topics = [cfg.dead_letter_topic] + ([cfg.output] if cfg.sink == "kafka" else [])
     for topic in topics:
         try:

@@ -11,6 +11,8 @@ what is already installed) is said to be decided on the host; secrets are never 
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +113,29 @@ def _raspberrypi(v: _Values) -> list[str]:
             f"reboot when the command line changed: {v('raspberrypi_reboot')}"]  # fmt: skip
 
 
+_ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*['"](\w+)['"]""")
+
+
+def _token(v: _Values) -> str:
+    """Whether the cluster token is set, never its value: set (not shown), in a vault (not shown), or missing
+    or too short, with how to set it (the k3s role would stop on it)."""
+    raw = v.raw("k3s_token")
+    env = _ENV_LOOKUP.search(str(raw or ""))
+    if env and str(raw).strip().startswith("{{") and str(raw).strip().endswith("}}"):
+        value = os.environ.get(env.group(1), "")  # an env lookup runs on the controller: this process's env
+    else:
+        value = v.template(raw) if raw not in (None, "") else ""
+    if value == UNKNOWN or not isinstance(value, str):  # vault-encrypted without its password, another lookup
+        return "token from the inventory (encrypted or looked up; not shown)"
+    how = (f"export {env.group(1)} (the inventory reads it), " if env else "") + \
+        "or set k3s_token in an ansible-vault file or a --secrets-file (docs/pi-cluster.md, step 3)"
+    if not value:
+        return f"token MISSING: k3s_token is empty; {how}"
+    if len(str(value)) < 16:
+        return f"token TOO SHORT: k3s_token has fewer than 16 characters (the k3s role refuses it); {how}"
+    return "token set in the inventory (not shown)"
+
+
 def _k3s(v: _Values, mode: str) -> list[str]:
     source = (f"from the air-gap folder {v('k3s_airgap_dir')} on the controller" if v("k3s_airgap_dir")
               else "downloaded from the k3s release (checksum verified)")  # fmt: skip
@@ -120,7 +145,7 @@ def _k3s(v: _Values, mode: str) -> list[str]:
                   if isinstance(labels, Mapping) else str(labels))  # fmt: skip
     address = v("netem_address") or v("ansible_host")
     lines = [f"k3s {v('k3s_version')} {mode}, binary {source} (architecture {UNKNOWN})",
-             f"/etc/rancher/k3s/config.yaml: node-ip {address}, token from the inventory (not shown)"
+             f"/etc/rancher/k3s/config.yaml: node-ip {address}, {_token(v)}"
              + (f", flannel-iface {v('netem_device')}" if v("netem_device") else ""),
              f"node labels: {label_text or 'none'}"]  # fmt: skip
     if mode == "server":

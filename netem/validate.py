@@ -150,11 +150,9 @@ def format_validation(v: Validation) -> str:
 
 def plot_validation(v: Validation, path: str | Path) -> None:
     """Configured vs measured RTT, one point per pair (median, p95 as an error bar), the tolerance band shaded."""
-    import matplotlib
+    from gesscale.figures import ROLE, pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()  # the shared style; written as PNG (300 dpi), SVG and PDF
     fig, ax = plt.subplots(figsize=(5.5, 5))
     done = [p for p in v.pairs if p.median_ms is not None]
     top = max([p.rtt_ms for p in v.pairs] + [p.p95_ms or 0 for p in done] + [1.0]) * 1.1
@@ -167,14 +165,13 @@ def plot_validation(v: Validation, path: str | Path) -> None:
         if sel:
             ax.errorbar([p.rtt_ms for p in sel], [p.median_ms for p in sel],
                         yerr=[[0] * len(sel), [(p.p95_ms or 0) - (p.median_ms or 0) for p in sel]],
-                        fmt="o" if ok else "x", color="tab:blue" if ok else "tab:red", capsize=3,
+                        fmt="o" if ok else "x", color=ROLE["input"] if ok else ROLE["fail"], capsize=3,
                         label="pass (median, p95)" if ok else "fail")  # fmt: skip
     ax.set_xlabel("configured RTT (ms)")
     ax.set_ylabel("measured RTT (ms)")
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.set_title(f"{v.engine} engine: {sum(p.ok for p in v.pairs)}/{len(v.pairs)} pairs pass")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path)

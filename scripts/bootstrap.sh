@@ -5,21 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_pkgs=()
-command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
-command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_pkgs+=(mosquitto)
-[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
-command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
-command -v tc >/dev/null 2>&1 || need_pkgs+=(iproute2)
-command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need_pkgs+=(iptables)  # userspace WAN emulation (NFQUEUE)
-command -v sudo >/dev/null 2>&1 || need_pkgs+=(sudo)  # become on the SSH test fleet (tests/fleet)
-command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)  # headless check of report.html (tests/experiment)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-  echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-fi
+bash scripts/debian-packages.sh  # as root (or password-less sudo); skipped with a note otherwise
 # Debian enables and starts mosquitto on install; our brokers are started on demand instead.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mosquitto 2>/dev/null; then
   systemctl stop mosquitto || true

@@ -109,3 +109,12 @@ def test_a_map_above_the_stated_limit_is_refused_with_one_line_before_any_pair_i
     doc = {"nodes": {f"n{i}": {"lat": 50.0 + i * 1e-4, "lon": 10.0} for i in range(10_000)}, "derive": "geo"}
     with pytest.raises(UserError, match=f"10000 nodes; at most {MAX_NODES}"):
         latency_map_from_dict(doc, "huge.yaml")
+
+
+def test_the_testbed_map_says_its_delays_are_emulated() -> None:
+    """fog9.yaml's header says how its RTTs reach the testbed (the userspace engine), not that none is emulated."""
+    from pathlib import Path
+
+    header = "".join(line for line in (Path(__file__).parents[1] / "inventory/latency/fog9.yaml").read_text()
+                     .splitlines(keepends=True) if line.startswith("#")).replace("\n#", "")
+    assert "no delay is emulated" not in header and "userspace delay engine" in header and "--wan" in header

@@ -27,6 +27,14 @@ class BrokerStatus:
     running: bool
     answering: bool
     failed_probes: tuple[str, ...]
+    probes: int = 0  # conformance probes recorded by `broker up --check` (0: none were run)
+
+    @property
+    def conformance(self) -> str:
+        """The conformance column of `broker status`: which probes fail, all pass, or none were run."""
+        if self.failed_probes:
+            return "fails: " + ", ".join(self.failed_probes)
+        return f"all {self.probes} pass" if self.probes else "not probed"
 
 
 def _record(role: str, impl: str, port: int, proc: ManagedProcess, data_dir: Path) -> state.BrokerRecord:
@@ -107,6 +115,7 @@ def status(data_dir: Path) -> list[BrokerStatus]:
                 running=rec.running(),
                 answering=port_answers(rec.port),
                 failed_probes=tuple(name for name, ok in rec.conformance.items() if not ok),
+                probes=len(rec.conformance),
             )
         )
     return out

@@ -45,6 +45,9 @@ def _register_commands() -> None:
         if info.name.startswith("cmd_"):
             module = importlib.import_module(f"{__name__}.{info.name}")
             module.register(app)
+    from gesscale.cli.help_text import polish
+
+    polish(app)  # help shown as written: paragraphs unwrapped, brackets literal
 
 
 _register_commands()

@@ -73,18 +73,18 @@ def down(data_dir: Path = DATA_DIR_OPT) -> None:
 def status(data_dir: Path = DATA_DIR_OPT) -> None:
     """Show the recorded brokers: running or not, answering on their port, failed conformance probes."""
     from gesscale.brokers.manage import status as do_status
+    from gesscale.cli.tables import output_console, print_table
 
     rows = do_status(data_dir)
-    out = Console()
+    out = output_console()
     if not rows:
         out.print(f"no brokers recorded in {data_dir}")
         return
     table = Table("role", "broker", "address", "pid", "state", "conformance")
     for row in rows:
         state = "up" if row.running and row.answering else ("starting" if row.running else "down")
-        verdict = "fails: " + ", ".join(row.failed_probes) if row.failed_probes else "-"
-        table.add_row(row.role, row.impl, row.address, str(row.pid), state, verdict)
-    out.print(table)
+        table.add_row(row.role, row.impl, row.address, str(row.pid), state, row.conformance)
+    print_table(out, table)
 
 
 @broker_app.command("check")
@@ -115,7 +115,9 @@ def check(
         results.append(probe_acked_survive_kill(bootstrap, crash))
     for r in results:
         table.add_row(r.name, "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", r.detail)
-    Console(width=160).print(table)
+    from gesscale.cli.tables import output_console, print_table
+
+    print_table(output_console(), table)
     if not all(r.ok for r in results):
         raise typer.Exit(1)
 

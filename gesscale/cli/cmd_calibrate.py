@@ -201,7 +201,9 @@ def _report(console: Console, title: str, cal: Any) -> None:
         mst = f"{r.mst:.1f}" if r.bounded else f"≥ {r.mst:.1f}"
         table.add_row(str(r.n), ",".join(r.nodes), f"{r.nd_max_ms:.1f}", mst, f"{r.spread:.1%}",
                       f"{cal.model.predict(r.n, r.nd_max_ms):.1f}")
-    console.print(table)
+    from gesscale.cli.tables import print_table
+
+    print_table(console, table)
     m = cal.model
     if m.is_fitted:
         latency = f"delta={m.delta_:.6f}" if m.form_ == "proportional" else f"gamma={m.gamma_:.4f}"

@@ -78,7 +78,8 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(3, "--seeds", "-n", min=1, help="Runs per policy and scenario (medians are kept)."),
         out: Path = typer.Option(
             Path("out/compare"), "--out", "-o",
-            help="Output folder: matrix.json, matrix.md, heatmap-*.png, replicas-<scenario>.png.",
+            help="Output folder: matrix.json, matrix.md, heatmap-*, regret-boxplots and replicas-<scenario> figures"
+            " (each .png, .svg, .pdf).",
         ),
         timeseries: Path | None = typer.Option(
             None, "--timeseries", help="Folder for per-period time series of each (scenario, policy)'s first seed:"
@@ -86,6 +87,10 @@ def register(app: typer.Typer) -> None:
         ),
         workers: int = typer.Option(
             0, "--workers", "-j", min=0, help="Worker processes (0: one per CPU core; 1: no pool)."
+        ),
+        wide: bool = typer.Option(
+            False, "--wide", help="Print the tables at their full width; by default a table wider than the "
+            "terminal (COLUMNS; 80 when piped) is stacked into parts that fit.",
         ),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
@@ -101,18 +106,20 @@ def register(app: typer.Typer) -> None:
         held longer than optimal's 300 s), per scenario and as median and p95 over the scenarios (printed; with
         more than 10 scenarios only that table is printed).
 
-        Figures: heatmap-cost.png (cost / ideal cost), heatmap-excess.png, replicas-<scenario>.png.
+        Figures (each as .png at 300 dpi, .svg and .pdf; docs/figures.md): heatmap-cost (cost / ideal cost),
+        heatmap-excess, regret-boxplots, replicas-<scenario>.
 
         Controller options (--control-period, --warmup, ...) replace every scenario's; policy options
         (--policy-option [POLICY.]KEY=VALUE) those of each scenario's `policy_options:` (`gesscale options`).
         """
         from gesscale.cli.cmd_simulate import print_policy_list
+        from gesscale.cli.tables import output_console, print_table
         from gesscale.compare import find_scenarios, plan_jobs, regret_by_scenario, run_matrix, summarise, write_outputs
         from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import parse_policy_list
         from gesscale.simulate import with_references
 
-        console = Console(width=None if Console().is_terminal else 200)
+        console = output_console()
         err = Console(stderr=True)
         if policies.strip() == "help":
             console.print("Policies:")
@@ -137,14 +144,14 @@ def register(app: typer.Typer) -> None:
         matrix = summarise(results)
         regret = regret_by_scenario(results)
         if len(matrix) <= WIDE_TABLE_SCENARIOS:
-            console.print(_summary_table(matrix, "excess_time", "excess_time (medians; best in bold)", regret))
-            console.print(_summary_table(matrix, "cost", "cost in replica-minutes (medians; best in bold)", regret))
-            console.print(_summary_table(matrix, "cost_vs_optimal", "cost / optimal's on the same seed (medians)",
-                                         regret))
+            for key, title in (("excess_time", "excess_time (medians; best in bold)"),
+                               ("cost", "cost in replica-minutes (medians; best in bold)"),
+                               ("cost_vs_optimal", "cost / optimal's on the same seed (medians)")):
+                print_table(console, _summary_table(matrix, key, title, regret), wide)
         else:
             console.print(f"{len(matrix)} scenarios: the per-scenario tables are in {out / 'matrix.md'}")
         if len(matrix) > 1:
-            console.print(_distribution_table(regret))
+            print_table(console, _distribution_table(regret), wide)
         console.print("FAIL: some seed left a backlog it never drained (its cost is not comparable). optimal: the "
                       "cheapest schedule that pays every pause, excess 0, every record within 300 s; late: the share "
                       "of records a policy held longer than that (cheaper than optimal only by late records).")

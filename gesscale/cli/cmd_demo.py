@@ -36,12 +36,12 @@ def _simulated(out: Path, seeds: int, scenario: Path, policies: str) -> None:
 
 
 def _print_report(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from gesscale.cli.tables import output_console, print_table
     from gesscale.report import metrics_table
 
-    console = Console(width=None if Console().is_terminal else 160)
+    console = output_console()
     exact = report["lost"] == 0 and report["duplicated"] == 0
     verdict = "[green]exactly once[/green]" if exact else "[red]NOT exactly once[/red]"
     console.print(f"records produced {report['produced']}, processed {report['processed']}, lost {report['lost']}, "
@@ -64,8 +64,8 @@ def _print_report(report: dict) -> None:
         rnd = r.get("random_nd_max_ms")
         table.add_row(f"{r['time_s'] or 0:.0f}", r["kind"], ",".join(r["added"]), ",".join(r["removed"]),
                       ",".join(r["nodes"]), f"{r['nd_max_ms']:.1f}", "" if rnd is None else f"{rnd:.1f}",
-                      f"{r['pause_s']:.1f}", r["reason"][:50])
-    console.print(table)
+                      f"{r['pause_s']:.1f}", r["reason"])
+    print_table(console, table)
     model = report.get("model")
     if model and model["fitted"]:
         latency = (f"(1 − {model.get('delta') or 0:.5f}·ND_max)" if model.get("form") == "proportional" else
@@ -77,7 +77,7 @@ def _print_report(report: dict) -> None:
             mt.add_column(col, justify="right")
         for m in model["measurements"]:
             mt.add_row(str(m["n"]), f"{m['nd_max_ms']:.1f}", f"{m['mst']:.0f}", f"{m['predicted']:.0f}")
-        console.print(mt)
+        print_table(console, mt)
     else:
         console.print("model: not fitted (no back-pressured period measured)")
     lat = report.get("latency")
@@ -90,7 +90,8 @@ def _print_report(report: dict) -> None:
                       f"{twin.get('p50_s')} s, p95 {twin.get('p95_s')} s, p99 {twin.get('p99_s')} s "
                       f"(per period: report's periods[].latency, every record: {lat.get('records_csv')})")
     console.print(f"timeline: {report['timeline_png']}")
-    console.print(metrics_table("simulator on the scenario calibrated from this run (1 seed)", report["simulation"]))
+    print_table(console, metrics_table("simulator on the scenario calibrated from this run (1 seed)",
+                                       report["simulation"]))
     console.print(f"timings (s): {report['timings_s']}")
 
 

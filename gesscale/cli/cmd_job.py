@@ -70,6 +70,9 @@ def register(app: typer.Typer) -> None:
         available_now: bool = typer.Option(False, "--available-now",
                                            help="Process what the input holds at start, then stop."),
         conf: list[str] = typer.Option([], "--conf", help="Extra Spark setting KEY=VALUE (repeatable)."),
+        wait_for_input: float = typer.Option(60.0, "--wait-for-input", help="When the input topic does not exist "
+                                             "yet (a job started before its producer), wait this long (s) for it, "
+                                             "saying so; 0 fails at once."),
     ) -> None:
         """Run the job until it stops (Ctrl-C or SIGTERM stop it cleanly; restart resumes)."""
         from jobs.job import JobConfig
@@ -84,6 +87,7 @@ def register(app: typer.Typer) -> None:
             metrics_jsonl=metrics_jsonl, http_host=http_host, http_port=http_port, ui_port=ui_port,
             bp_window_s=bp_window_s, stop_when_idle_s=stop_when_idle_s, available_now=available_now,
             driver_host=driver_host, spark_conf=_conf(conf), output_bootstrap=output_bootstrap, query=query,
+            input_wait_s=wait_for_input,
         )
         last = run_job(cfg)
         if last is not None:

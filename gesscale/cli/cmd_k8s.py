@@ -1,10 +1,14 @@
-"""`gesscale k8s manifests|submit|run`: Spark on Kubernetes with executors on the nodes the controller picks.
+"""`gesscale k8s render|manifests|run`: Spark on Kubernetes with executors on the nodes the controller picks.
+
+`render` writes the job's bundle and prints the kubectl commands that submit it; it submits nothing itself.
+`submit`, its former name, still works (deprecated: the name promised a submission it never made).
 
 Kept under `k8s` (not `gesscale job submit --backend k8s`) so it does not clash with the job's own commands.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from datetime import datetime
@@ -20,7 +24,8 @@ from gesscale.errors import UserError
 from gesscale.k8s.names import POOL_LABEL
 
 k8s_app = typer.Typer(
-    help="Spark on Kubernetes (k3s): generate the job's manifests, submit it, run the controller against it.",
+    help="Spark on Kubernetes (k3s): render the job's manifests (and the kubectl commands that submit them), run the "
+         "controller against it.",
     no_args_is_help=True,
 )
 
@@ -72,8 +77,8 @@ def manifests(
     _print_written(write_bundle({"rbac.yaml": HEADER + dump_all(docs)}, out))
 
 
-@k8s_app.command("submit")
-def submit(
+@k8s_app.command("render")
+def render(
     out: Path = _OUT,
     app: str = _APP,
     namespace: str = _NS,
@@ -90,7 +95,7 @@ def submit(
     query: str = query_option("A built-in or a module in the image (a file here is refused: it would not reach "
                               "the pod). "),
 ) -> None:
-    """Write the job's bundle and print the commands that submit it.
+    """Write the job's bundle and print the kubectl commands that submit it (this command submits nothing).
 
     Files: driver.yaml (namespace, driver service account and Role, pod-template ConfigMap, checkpoint claim,
     Service, the driver Deployment running `gesscale job run` in client mode), executor-pod-template.yaml
@@ -117,6 +122,17 @@ def submit(
         f"Or run the controller on a laptop: kubectl -n {namespace} port-forward svc/{spec.driver_service} "
         f"{spec.http_port}:{spec.http_port}, then gesscale k8s run --hook-url http://127.0.0.1:{spec.http_port}"
     )
+
+
+def _submit(**kwargs: Any) -> None:
+    typer.echo("gesscale: note: `k8s submit` is now `k8s render`: it writes the bundle and prints the kubectl "
+               "commands; it submits nothing", err=True)
+    render(**kwargs)
+
+
+_submit.__signature__ = inspect.signature(render)  # type: ignore[attr-defined]
+k8s_app.command("submit", help="Deprecated alias: the former name of `k8s render`, which writes the job's "
+                "bundle and prints the kubectl commands that submit it; submits nothing.")(_submit)
 
 
 # The former flag names of `k8s run` still work.

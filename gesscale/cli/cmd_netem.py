@@ -12,7 +12,7 @@ from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap, load_latency_map
 from netem.engines import check_engine, pick_engine, userspace_plans
 from netem.hosts import Host, hosts_for_map, load_inventory
-from netem.plan import MODES, build_plan
+from netem.plan import MODES, NodePlan, build_plan
 from netem.playbooks import run_playbook
 from netem.remote import HostRemote
 from netem.run import Options, clear_userspace_tag, needs_devices, resolve, userspace_service
@@ -42,6 +42,27 @@ def _load(inventory: Path, map_path: Path) -> tuple[dict[str, Host], LatencyMap]
     lmap = load_latency_map(map_path)
     hosts = hosts_for_map(load_inventory(inventory), lmap, str(inventory))
     return hosts, lmap
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def plan_summary(plan: NodePlan) -> str:
+    """One line per peer of a kernel plan, saying what its leaf applies: netem mode the delay, jitter, loss and
+    rate; structural mode only the classification and rate (its pfifo leaves delay nothing: no delay shown)."""
+    head = f"{plan.node} dev {plan.device} ({plan.mode})"
+    rows = []
+    for r in plan.rules:
+        if plan.mode == "netem":
+            what = f"delay {_ms(r.delay_ms)} ms"
+            what += f" jitter {_ms(r.jitter_ms)} ms" if r.jitter_ms else ""
+            what += f" loss {_ms(r.loss_pct)} %" if r.loss_pct else ""
+        else:
+            what = "no delay (pfifo: classified only)"
+        what += f" rate {_ms(r.bandwidth_mbit)} Mbit/s" if r.bandwidth_mbit else ""
+        rows.append(f"  -> {r.peer:<12} {r.address:<15} class {r.classid:<6} {what}")
+    return "\n".join([head, *rows])
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], flag: str) -> None:
@@ -109,7 +130,7 @@ def register(app: typer.Typer) -> None:
         for warning in lmap.warnings:
             typer.echo(f"warning: {warning}", err=True)
         for node, p in plans.items():
-            typer.echo(p.apply_script() if script else p.describe())
+            typer.echo(p.apply_script() if script else plan_summary(p))
             if not hosts[node].device:
                 typer.echo(f"  (netem_device not set for {node}: shown as {device})")
 

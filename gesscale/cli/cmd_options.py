@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 
@@ -23,7 +22,11 @@ def register(app: typer.Typer) -> None:
     """Add the `options` command."""
 
     @app.command("options")
-    def options(markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables (for docs).")) -> None:
+    def options(
+        markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables (for docs)."),
+        wide: bool = typer.Option(False, "--wide", help="Print each table at its full width; by default a table "
+                                  "wider than the terminal (COLUMNS; 80 when piped) is stacked into parts that fit."),
+    ) -> None:
         """List every controller option, then each policy's options (name, default, range, meaning).
 
         Controller options are flags of simulate, compare, run, k8s run and demo (`control_period_s` is
@@ -37,7 +40,9 @@ def register(app: typer.Typer) -> None:
         if markdown:
             typer.echo(options_markdown(), nl=False)
             return
-        console = Console()
+        from gesscale.cli.tables import output_console, print_table
+
+        console = output_console()
         for section, rows in options_rows():
             source = "gesscale.config.ControllerConfig" if section == "controller" else "constructor options"
             table = Table(title=f"{section} ({source})", title_justify="left")
@@ -46,4 +51,4 @@ def register(app: typer.Typer) -> None:
             for name, default, bounds, text in rows:
                 flag = "--" + name.removesuffix("_s").replace("_", "-") if section == "controller" else name
                 table.add_row(name, flag, default, bounds, text)
-            console.print(table)
+            print_table(console, table, wide)

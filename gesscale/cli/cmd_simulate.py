@@ -30,7 +30,9 @@ def _policies_help(value: str) -> str:
     The option is eager so that the listing the docs point to needs no --scenario.
     """
     if value.strip() == "help":
-        out = Console(width=None if Console().is_terminal else 180)
+        from gesscale.cli.tables import output_console
+
+        out = output_console()
         out.print("Policies:")
         print_policy_list(out)
         raise typer.Exit(0)
@@ -54,7 +56,8 @@ def register(app: typer.Typer) -> None:
         json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (docs/metrics.md keys)."),
         plot: Path | None = typer.Option(
             None, "--plot", help="Folder for the Figure-7-style panel of every policy (first seed):"
-            " <scenario>-figure7.png, and <scenario>-table3.md: the paper's Table III reproduction.",
+            " <scenario>-figure7.png (also .svg, .pdf; with optimal and ideal, the table's references), and"
+            " <scenario>-table3.md: the paper's Table III reproduction.",
         ),
         timeseries: Path | None = typer.Option(
             None, "--timeseries", help="Folder for per-period time series of each policy's first seed:"
@@ -64,6 +67,10 @@ def register(app: typer.Typer) -> None:
             None, "--model", exists=True,
             help="Starting performance model (from `gesscale calibrate`) of the model-based policies (gesscale,"
                  " gesscale-plus, mdl-nlunaware: refitted at ND_max=0); an error when no requested policy has one.",
+        ),
+        wide: bool = typer.Option(
+            False, "--wide", help="Print the table at its full width; by default a table wider than the terminal"
+            " (COLUMNS; 80 when piped) is stacked into parts that fit.",
         ),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
@@ -77,13 +84,14 @@ def register(app: typer.Typer) -> None:
         Controller options (--control-period, --warmup, --min-replicas, ...) replace the scenario's; policy
         options (--policy-option KEY=VALUE) those of its `policy_options:` section (`gesscale options`).
         """
+        from gesscale.cli.tables import output_console, print_table
         from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import parse_policy_list
         from gesscale.report import metrics_table, simulate_json, write_json
         from gesscale.scenario import load_scenario, with_controller
         from gesscale.simulate import simulate_many, with_references
 
-        out = Console(width=None if Console().is_terminal else 200)
+        out = output_console()
         err = Console(stderr=True)
         ids = parse_policy_list(policies)
         run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them
@@ -114,7 +122,7 @@ def register(app: typer.Typer) -> None:
         duration = next(iter(results.values()))[0].duration_s
         doc = simulate_json(sc.name, duration, results, requested=ids)
         title = f"{sc.name}: medians over {seeds} seed(s), {duration / 60:.0f} min of input"
-        out.print(metrics_table(title, {**doc["policies"], **doc["references"]}, doc["regret"]))
+        print_table(out, metrics_table(title, {**doc["policies"], **doc["references"]}, doc["regret"]), wide)
         out.print("c/opt, c/ideal: median over seeds of cost / the reference's cost on the same seed; "
                   "Δexcess: excess time minus optimal's; late: share of records held longer than 300 s; FAIL: a "
                   "backlog never drained (cost not comparable). optimal: cheapest schedule paying every pause, excess "
@@ -126,11 +134,13 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"cannot write {json_out}: {ex.strerror}") from None
             out.print(f"wrote {json_out}")
         if plot is not None:  # the requested policies (the references run for the regret columns only)
-            from gesscale.report import plot_figure7, workload_provenance
+            from gesscale.figures import paths_of
+            from gesscale.report import figure7_runs, plot_figure7, workload_provenance
 
-            path = plot_figure7({pid: results[pid][0] for pid in ids}, inside(plot, f"{sc.name}-figure7.png"),
+            path = plot_figure7(figure7_runs(results, ids), inside(plot, f"{sc.name}-figure7.png"),
                                 caption=workload_provenance(sc.workload))
-            out.print(f"wrote {path}")
+            for written in paths_of(path):
+                out.print(f"wrote {written}")
             from gesscale.experiment.paper import reproduction_markdown
 
             table3 = reproduction_markdown(doc["policies"], workload_provenance(sc.workload), seeds)

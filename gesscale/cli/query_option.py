@@ -1,4 +1,4 @@
-"""The job's `--query` flag, declared once for `job run`, `demo`, `run`, `calibrate` and `k8s submit`
+"""The job's `--query` flag, declared once for `job run`, `demo`, `run`, `calibrate` and `k8s render`
 (the contract: jobs/query.py, docs/queries.md)."""
 
 from __future__ import annotations

@@ -92,8 +92,9 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
     from gesscale.experiment.html import write_report
     from gesscale.experiment.paper import reproduction_markdown
     from gesscale.experiment.provenance import environment_record
+    from gesscale.figures import paths_of
     from gesscale.model_file import load_model_file
-    from gesscale.report import plot_figure7, simulate_json, workload_provenance, write_csv, write_json
+    from gesscale.report import figure7_runs, plot_figure7, simulate_json, workload_provenance, write_csv, write_json
     from gesscale.simulate import TIMESERIES_COLUMNS, period_rows, run_once, seeds_for, with_references
 
     out = Path(out_dir)
@@ -147,12 +148,12 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
                    for runs in results.values() for r in runs]
     paths.append(write_json(out / "metrics.json", doc))
     provenance = workload_provenance(scenario.workload)
-    figures = [plot_figure7({pid: results[pid][0] for pid in spec.policies}, out / "figures" / "figure7.png",
+    figures = [plot_figure7(figure7_runs(results, list(spec.policies)), out / "figures" / "figure7.png",
                             caption=provenance)]
     model_fig = _model_figure(decisions, out / "figures" / "model-vs-observed.png", provenance)
     if model_fig is not None:
         figures.append(model_fig)
-    paths += figures
+    paths += [f for png in figures for f in paths_of(png)]  # PNG (in report.html), SVG and PDF
     table3 = reproduction_markdown(doc["policies"], provenance, spec.seeds)
     if table3:
         (out / "table3.md").write_text(table3)
@@ -173,17 +174,16 @@ def _model_figure(decisions: list[dict[str, Any]], path: Path, caption: str) -> 
         return None
     import textwrap
 
-    import matplotlib
+    from gesscale.figures import ROLE, pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(pairs), figsize=(max(6.0, 4.2 * len(pairs)), 3.6), sharey=True, squeeze=False,
                              layout="constrained")
     for ax, (pid, pts) in zip(axes[0], sorted(pairs.items()), strict=False):
         t = [p[0] / 60.0 for p in pts]
-        ax.scatter(t, [p[2] for p in pts], s=8, color="tab:orange", label="observed MST (saturated periods)")
-        ax.scatter(t, [p[1] for p in pts], s=8, marker="x", color="tab:blue", label="model's prediction before")
+        ax.scatter(t, [p[2] for p in pts], s=8, color=ROLE["observed"], label="observed MST (saturated periods)")
+        ax.scatter(t, [p[1] for p in pts], s=8, marker="x", color=ROLE["predicted"],
+                   label="model's prediction before")
         ax.set_title(pid, fontsize=9)
         ax.set_xlabel("time (min)")
         ax.grid(alpha=0.3)
@@ -191,7 +191,4 @@ def _model_figure(decisions: list[dict[str, Any]], path: Path, caption: str) -> 
     axes[0][0].legend(fontsize=7, loc="lower right")
     fig.suptitle("performance model: predicted against observed MST (first seed)", fontsize=10)
     fig.supxlabel(textwrap.fill(f"Workload: {caption}", 110), fontsize=7)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -34,7 +34,9 @@ def _e(x: object) -> str:
 
 def _num(key: str, v: float) -> str:
     if key in ("reconfigurations",):
-        return f"{v:.0f}"
+        from gesscale.report import fmt_count
+
+        return fmt_count(v)
     if key in ("cost", "max_backlog"):
         return f"{v:,.0f}"
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"

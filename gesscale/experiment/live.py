@@ -20,6 +20,7 @@ from typing import Any
 
 from gesscale.experiment.bundle import DECISION_COLUMNS, DecisionLog, _model_figure
 from gesscale.experiment.spec import ExperimentSpec
+from gesscale.figures import paths_of
 from gesscale.mape import StepRecord
 from gesscale.model import PerformanceModel
 
@@ -106,7 +107,9 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
         if report.get("timeline_png") and Path(report["timeline_png"]).is_file():
             fig = out / "figures" / f"timeline-{pid}.png"
             fig.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(report["timeline_png"], fig)
+            for src, dst in zip(paths_of(report["timeline_png"]), paths_of(fig), strict=True):  # PNG, SVG, PDF
+                if src.is_file():
+                    shutil.copyfile(src, dst)
             figures.append(fig)
     source = Path(spec.source)
     if source.is_file():
@@ -125,6 +128,6 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str],
     model_fig = _model_figure(decisions, out / "figures" / "model-vs-observed.png", provenance)
     if model_fig is not None:
         figures.append(model_fig)
-    paths += figures
+    paths += [f for png in figures for f in paths_of(png) if f.is_file()]  # PNG (in report.html), SVG, PDF
     paths.append(write_live_report(out, spec, runs, provenance, figures, decisions))
     return paths

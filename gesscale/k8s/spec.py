@@ -1,4 +1,4 @@
-"""What `gesscale k8s submit` generates for Spark on Kubernetes (pure: dicts in, dicts out, no I/O).
+"""What `gesscale k8s render` generates for Spark on Kubernetes (pure: dicts in, dicts out, no I/O).
 
 - the Spark settings of the job (`spark_conf`): k8s master, image, namespace, the executor node selector on the
   pool label, executor labels, resources sized for Pi-class nodes, the driver's service account, the executor

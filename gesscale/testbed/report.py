@@ -120,11 +120,9 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     records' end-to-end latency per control period (p50, p95, p99, max of the records that arrived in it) against
     the run's SLO; the model vs its measurements.
     """
-    import matplotlib
+    from gesscale.figures import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()  # the shared style; written as PNG (300 dpi), SVG and PDF
     path.parent.mkdir(parents=True, exist_ok=True)
     t = [s.observation.time_s for s in steps]
     rows = 4 if period_latency else 3
@@ -174,9 +172,7 @@ def plot_timeline(steps: list[StepRecord], reconfigs: list[dict[str, Any]], mode
     ax.set_xlabel("replicas n")
     ax.set_ylabel("MST (records/s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def _plot_latency(ax: Any, t: list[float], periods: list[dict[str, Any]], run: dict[str, Any]) -> None:

@@ -107,7 +107,7 @@ def test_spark_rbac_is_least_privilege(rendered):
     ]
     nodes = docs[("ClusterRole", "gesscale-controller-nodes")]
     assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}]
-    # one source: the role applies exactly what `gesscale k8s submit` writes to manifests/ (RBAC documents)
+    # one source: the role applies exactly what `gesscale k8s render` writes to manifests/ (RBAC documents)
     shipped = [d for name in ("rbac.yaml", "driver.yaml")
                for d in yaml.safe_load_all((ROOT / "manifests" / name).read_text())
                if d["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole",

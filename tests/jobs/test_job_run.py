@@ -62,8 +62,10 @@ def test_frequent_routes_kill9_then_restart_writes_each_closed_window_once_as_th
 def test_user_mistakes_are_one_line_errors(kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     base = ["job", "run", "--bootstrap", kafka_bootstrap, "--checkpoint", str(tmp_path / "ck")]
-    assert main([*base, "--input", "no-such-topic-xyz"]) == 2
+    assert main([*base, "--input", "no-such-topic-xyz", "--wait-for-input", "0"]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main([*base, "--input", "a", "--wait-for-input", "-1"]) == 2
+    assert "--wait-for-input" in capsys.readouterr().err
     assert main([*base, "--input", "a", "--sink", "csv"]) == 2
     assert "--sink" in capsys.readouterr().err
     topic = kafka_topic_factory()
@@ -73,3 +75,31 @@ def test_user_mistakes_are_one_line_errors(kafka_bootstrap: str, kafka_topic_fac
         assert main([*base, "--input", topic, "--http-port", "18092"]) == 2
     err = capsys.readouterr().err
     assert "18092" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_job_started_before_its_producer_waits_for_the_input_topic(
+        kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The topic appears 2 s after the job's check started: the check waits, says so, and finds 3 partitions;
+    a topic that never appears fails after the bounded wait, naming the option."""
+    import threading
+    import uuid
+
+    from gesscale.brokers.topics import ensure_topic
+    from jobs.job import JobConfig, _check_broker
+
+    topic = f"late-{uuid.uuid4().hex[:8]}"
+    cfg = JobConfig(bootstrap=kafka_bootstrap, input=topic, output=f"{topic}-out", checkpoint=tmp_path / "ck",
+                    input_wait_s=60)
+    timer = threading.Timer(2.0, ensure_topic, (kafka_bootstrap, topic, 3))
+    timer.start()
+    try:
+        with caplog.at_level("WARNING", logger="gesscale.job"):
+            assert _check_broker(cfg) == 3
+    finally:
+        timer.cancel()
+    assert any("waiting up to 60 s" in r.getMessage() and topic in r.getMessage() for r in caplog.records)
+    base = ["job", "run", "--bootstrap", kafka_bootstrap, "--checkpoint", str(tmp_path / "ck2")]
+    assert main([*base, "--input", f"never-{topic}", "--wait-for-input", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "after waiting 1 s (--wait-for-input)" in err

@@ -47,8 +47,8 @@ def test_run_without_rights_is_one_line_and_exit_2(fake_kube, fake_driver, capsy
                    "permission (apply manifests/rbac.yaml) (injected 403)"]
 
 
-def test_submit_and_manifests_write_the_checked_bundle(tmp_path, capsys):
-    assert main(["k8s", "submit", "-o", str(tmp_path / "job"), "--app", "taxi", "--executors", "3"]) == 0
+def test_render_and_manifests_write_the_checked_bundle(tmp_path, capsys):
+    assert main(["k8s", "render", "-o", str(tmp_path / "job"), "--app", "taxi", "--executors", "3"]) == 0
     expected = bundle(SubmitSpec(app="taxi", executors=3))
     for name, text in expected.items():
         assert (tmp_path / "job" / name).read_text() == text
@@ -59,8 +59,18 @@ def test_submit_and_manifests_write_the_checked_bundle(tmp_path, capsys):
     assert [r["resources"] for r in role["rules"]] == [["pods"], ["events"]]
 
 
+def test_submit_is_a_noted_alias_of_render(tmp_path, capsys):
+    """`k8s submit` (the former name) writes the same bundle as `k8s render` and says it submits nothing."""
+    assert main(["k8s", "submit", "-o", str(tmp_path / "old")]) == 0
+    err = capsys.readouterr().err
+    assert "`k8s submit` is now `k8s render`" in err and "submits nothing" in err
+    assert main(["k8s", "render", "-o", str(tmp_path / "new")]) == 0
+    for name in bundle(SubmitSpec()):
+        assert (tmp_path / "old" / name).read_text() == (tmp_path / "new" / name).read_text()
+
+
 def test_bad_submit_option_is_one_line_and_exit_2(tmp_path, capsys):
-    assert main(["k8s", "submit", "-o", str(tmp_path), "--executor-memory", "lots"]) == 2
+    assert main(["k8s", "render", "-o", str(tmp_path), "--executor-memory", "lots"]) == 2
     assert capsys.readouterr().err.strip() == (
         "gesscale: error: memory 'lots': expected a number with k, m, g or t (e.g. 1g, 384m)")
 

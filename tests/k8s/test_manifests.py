@@ -185,7 +185,7 @@ def test_bad_options_are_user_errors(bad):
 
 def test_committed_samples_are_the_generator_output():
     for name, text in bundle(SubmitSpec()).items():
-        hint = f"manifests/{name} is stale: run `gesscale k8s submit -o manifests`"
+        hint = f"manifests/{name} is stale: run `gesscale k8s render -o manifests`"
         assert (ROOT / "manifests" / name).read_text() == text, hint
 
 

@@ -75,3 +75,19 @@ def test_the_command_prints_the_plan_and_refuses_a_bad_inventory(tmp_path: Path)
     res = subprocess.run([sys.executable, "-m", "gesscale", "provision", "-i", str(bad), "--plan"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "ansible_user" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(("token", "says"), [
+    (None, "token MISSING: k3s_token is empty; export GESSCALE_K3S_TOKEN"),
+    ("", "token MISSING"),
+    ("short", "token TOO SHORT"),
+    ("token-must-not-show-0123456789", "token set in the inventory (not shown)"),
+])
+def test_the_plan_says_whether_the_token_is_set_and_how_to_set_it(monkeypatch: pytest.MonkeyPatch,
+                                                                   token: str | None, says: str) -> None:
+    if token is None:
+        monkeypatch.delenv("GESSCALE_K3S_TOKEN")
+    else:
+        monkeypatch.setenv("GESSCALE_K3S_TOKEN", token)
+    server = "\n".join(_by_host()["pi01"]["k3s_server"])
+    assert says in server and "token-must-not-show" not in server

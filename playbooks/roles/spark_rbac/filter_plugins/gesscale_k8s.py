@@ -1,6 +1,6 @@
 """Jinja filters that render the driver's and the controller's RBAC with gesscale's own generator (one source).
 
-`gesscale k8s submit` writes the same documents to manifests/driver.yaml and manifests/rbac.yaml; the
+`gesscale k8s render` writes the same documents to manifests/driver.yaml and manifests/rbac.yaml; the
 spark_rbac role applies what these filters return, so the cluster gets exactly the verbs the driver and the
 controller use, with the controller's account in a namespace of its own (gesscale/k8s/rbac.py says why).
 """

@@ -1,0 +1,178 @@
+"""Every figure the commands write exists as PNG (>= 300 dpi), SVG and PDF, and none has two texts on top of each
+other or a text cut by the figure's edge (measured from the renderer: every Text actually drawn, tick labels,
+legend entries and titles included). Plus the figures' own defects: optimal in figure 7, the regret box plots'
+title and legend, the excess heatmap's linear colours, the time axis under a panel with none below it."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gesscale import figures
+from gesscale.cli import main
+from tests.cli.test_cli import MAP, scenario_text
+
+AUDITED: dict[str, Any] = {}  # file name -> the figure as saved
+
+
+def drawn_texts(fig: Any) -> list[Any]:
+    """(text, window extent) of every Text the renderer draws (visible and not empty), in display pixels."""
+    import matplotlib.text
+
+    drawn: list[Any] = []
+    original = matplotlib.text.Text.draw
+
+    def record(self: Any, renderer: Any) -> Any:
+        if self.get_visible() and self.get_text().strip():
+            drawn.append(self)
+        return original(self, renderer)
+
+    matplotlib.text.Text.draw = record
+    try:
+        fig.canvas.draw()
+    finally:
+        matplotlib.text.Text.draw = original
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in drawn]
+
+
+def text_problems(fig: Any) -> list[str]:
+    """Pairs of drawn texts that intersect (by more than half a pixel each way), and texts cut by the edge."""
+    texts = drawn_texts(fig)
+    w, h = fig.bbox.width, fig.bbox.height
+    out = [f"cut by the edge: {t!r}" for t, b in texts if b.x0 < -0.5 or b.y0 < -0.5 or b.x1 > w + 0.5
+           or b.y1 > h + 0.5]
+    for (ta, a), (tb, b) in itertools.combinations(texts, 2):
+        if min(a.x1, b.x1) - max(a.x0, b.x0) > 0.5 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0.5:
+            out.append(f"overlap: {ta!r} and {tb!r}")
+    return out
+
+
+@pytest.fixture
+def audit(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str]]]:
+    """Wrap `gesscale.figures.save`: every figure a command saves is measured first; name -> problems."""
+    found: dict[str, list[str]] = {}
+    original = figures.save
+
+    def save(fig: Any, path: str | Path) -> Path:
+        found[Path(path).name] = text_problems(fig)
+        AUDITED[Path(path).name] = fig
+        return original(fig, path)
+
+    monkeypatch.setattr(figures, "save", save)
+    yield found
+
+
+def check_files(folder: Path, names: list[str]) -> None:
+    from PIL import Image
+
+    for name in names:
+        stem = (folder / name).with_suffix("")
+        for fmt in figures.FORMATS:
+            assert stem.with_suffix(f".{fmt}").stat().st_size > 0, f"{stem}.{fmt} missing"
+        dpi = Image.open(stem.with_suffix(".png")).info["dpi"]
+        assert min(dpi) >= 299.5, f"{name}: {dpi} dpi"
+        assert "<text" in stem.with_suffix(".svg").read_text()  # text as text, not paths
+
+
+def scenarios(tmp_path: Path) -> Path:
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "map.yaml").write_text(MAP)
+    (folder / "a.yaml").write_text(scenario_text())
+    (folder / "b.yaml").write_text(scenario_text().replace("name: t", "name: u").replace("[50, 150]",
+                                                                                         "[150, 60]"))
+    return folder
+
+
+def test_simulate_plot_writes_figure7_with_optimal_in_every_format(tmp_path: Path, audit: dict) -> None:
+    sc = scenarios(tmp_path)
+    assert main(["simulate", "-s", str(sc / "a.yaml"), "-p", "gesscale,thr-nlaware", "--plot",
+                 str(tmp_path / "p")]) == 0
+    check_files(tmp_path / "p", ["t-figure7.png"])
+    assert audit["t-figure7.png"] == []
+    titles = [ax.get_title() for ax in AUDITED["t-figure7.png"].axes]
+    assert "optimal (reference)" in titles and "ideal (reference)" in titles
+
+
+def test_compare_writes_every_figure_in_every_format_without_overlaps(tmp_path: Path, audit: dict) -> None:
+    from matplotlib.colors import Normalize, PowerNorm
+
+    sc = scenarios(tmp_path)
+    out = tmp_path / "cmp"
+    (sc / "map.yaml").rename(tmp_path / "map.yaml")
+    for f in sc.glob("*.yaml"):
+        f.write_text(f.read_text().replace("latency_map: map.yaml", f"latency_map: {tmp_path / 'map.yaml'}"))
+    assert main(["compare", "-s", str(sc), "-p", "all", "-n", "1", "-j", "1", "-o", str(out)]) == 0
+    names = ["heatmap-cost.png", "heatmap-excess.png", "regret-boxplots.png", "replicas-t.png", "replicas-u.png"]
+    check_files(out, names)
+    assert {n: audit[n] for n in names} == dict.fromkeys(names, [])
+    image = AUDITED["heatmap-excess.png"].axes[0].images[0]
+    assert type(image.norm) is Normalize and not isinstance(image.norm, PowerNorm)  # linear: 0.004 ≈ 0.000
+
+
+def test_experiment_figures_in_every_format(tmp_path: Path, audit: dict) -> None:
+    sc = scenarios(tmp_path)
+    spec = tmp_path / "exp.yaml"
+    spec.write_text(f"name: e\nscenario: {sc / 'a.yaml'}\npolicies: [gesscale, thr-nlaware]\nseeds: 1\n")
+    assert main(["experiment", "run", str(spec), "--out", str(tmp_path / "b")]) == 0
+    written = [n for n in audit if (tmp_path / "b" / "figures" / n).exists()]
+    assert "figure7.png" in written
+    check_files(tmp_path / "b" / "figures", written)
+    assert {n: audit[n] for n in written} == dict.fromkeys(written, [])
+
+
+def test_regret_boxplots_title_and_legend_with_2_scenarios_and_16_policies(tmp_path: Path, audit: dict) -> None:
+    from gesscale.compare_plots import regret_boxplots
+    from gesscale.policies.base import policy_ids
+
+    for policies in (["gesscale", "ideal", "optimal"], list(policy_ids())):
+        row = {"cost_vs_optimal": 1.2, "excess_vs_optimal": 0.01}
+        matrix = {sc: {p: dict(row, failed_seeds=[1] if p == policies[0] else []) for p in policies}
+                  for sc in ("s1", "s2")}
+        regret_boxplots(matrix, tmp_path / f"r{len(policies)}.png")
+        assert audit[f"r{len(policies)}.png"] == []
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        fig = AUDITED[f"r{len(policies)}.png"]
+        canvas = FigureCanvasAgg(fig)  # the saved figure was closed: draw it again
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        assert legends
+        for legend, ax in itertools.product(legends, fig.axes):  # never over a box
+            assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+
+
+def test_a_panel_with_no_panel_below_it_has_the_time_axis(tmp_path: Path, audit: dict) -> None:
+    from gesscale.compare_plots import replicas_plot
+
+    series = {p: ([1, 2, 3, 2], [1, 2, 2, 2]) for p in ("gesscale", "ideal", "optimal", "static", "thr-nlaware")}
+    replicas_plot("s", series, 60.0, tmp_path / "rep.png", caption="synthetic")
+    fig = AUDITED["rep.png"]
+    ax = fig.axes[2]  # first row, third column: the second row has two panels
+    assert ax.get_xlabel() == "time (min)"
+    assert any(t.get_visible() and t.get_text() for t in ax.get_xticklabels())
+    assert audit["rep.png"] == []
+
+
+def test_timeline_and_network_figures_in_every_format(tmp_path: Path, audit: dict) -> None:
+    from gesscale.scenario import load_scenario
+    from gesscale.simulate import run_once
+    from gesscale.testbed.report import plot_timeline
+    from netem.validate import PairCheck, Validation, plot_validation
+
+    sc = scenarios(tmp_path)
+    run = run_once(load_scenario(sc / "a.yaml"), "gesscale", 1, keep_history=True)
+    reconfigs = [{"kind": "live", "nodes": ["a", "b"], "added": ["b"], "started_s": 600.0, "effective_s": 620.0,
+                  "pause_s": 20.0}]
+    plot_timeline(run.history, reconfigs, None, tmp_path / "timeline.png", "live run")
+    pairs = tuple(PairCheck(a, b, rtt, 0.0, 0.0, 20, 20, rtt + 0.3, rtt + 0.8, 0.1, 2.0, True, True)
+                  for a, b, rtt in (("a", "b", 10.0), ("a", "c", 20.0), ("b", "c", 15.0)))
+    plot_validation(Validation(pairs, 2.0, 10.0, "userspace"), tmp_path / "network.png")
+    check_files(tmp_path, ["timeline.png", "network.png"])
+    assert audit["timeline.png"] == [] and audit["network.png"] == []

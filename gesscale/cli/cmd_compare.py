@@ -70,7 +70,8 @@ def register(app: typer.Typer) -> None:
     @controller_flags("sim")
     def compare(
         scenarios: Path = typer.Option(
-            Path("scenarios"), "--scenarios", "-s", help="Folder of scenario YAML files; every *.yaml is run."
+            Path("scenarios"), "--scenarios", "-s",
+            help="Folder of scenario YAML files (every *.yaml is run), or one scenario file.",
         ),
         policies: str = typer.Option(
             "all", "--policies", "-p", help="Comma-separated policy ids, 'all', or 'help' to list them."
@@ -129,6 +130,8 @@ def register(app: typer.Typer) -> None:
             task = bar.add_task(f"{len(files)} scenarios × {len(run_ids)} policies × {seeds} seeds", total=len(jobs))
             results = run_matrix(jobs, n_workers, progress=lambda r: bar.advance(task))
         simulated = time.monotonic() - started
+        for line in dict.fromkeys(f"{r.scenario}: {w}" for r in results for w in r.warnings):
+            err.print(f"gesscale: warning: {line}", highlight=False, soft_wrap=True)
         paths = write_outputs(results, out, seeds, n_workers, requested=ids)
         if timeseries is not None:
             from gesscale.compare import write_timeseries

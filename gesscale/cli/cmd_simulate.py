@@ -110,6 +110,10 @@ def register(app: typer.Typer) -> None:
                 sc, run_ids, seeds, progress=lambda pid, seed: bar.advance(task),
                 keep_history_first=plot is not None or timeseries is not None, policy_options=popts, **extra,
             )
+        from gesscale.policies.optimal import summary_warnings
+
+        for line in dict.fromkeys(w for r in results.get("optimal", []) for w in summary_warnings(r.model)):
+            err.print(f"gesscale: warning: {sc.name}: {line}", highlight=False, soft_wrap=True)
         duration = next(iter(results.values()))[0].duration_s
         doc = simulate_json(sc.name, duration, results, requested=ids)
         title = f"{sc.name}: medians over {seeds} seed(s), {duration / 60:.0f} min of input"

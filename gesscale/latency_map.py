@@ -63,6 +63,9 @@ MAX_NODES = 2000
 # SUSPICIOUS_RTT_MS (1 s, more than a satellite hop) a map still loads, with a warning.
 MAX_RTT_MS = 10_000.0
 SUSPICIOUS_RTT_MS = 1_000.0
+# Below this (ms) a non-zero RTT is more likely written in seconds (0.010 for 10 ms) than measured: a loopback round
+# trip is about 0.02 ms and no two fog hosts are that close. The map loads, with a warning.
+TINY_RTT_MS = 0.05
 
 
 @dataclass(frozen=True)
@@ -636,6 +639,11 @@ def latency_map_from_dict(data: Any, source: str = "<inline>", *, other_keys: It
         a, b = sorted(long[0])
         result.warnings.append(f"{source}: {len(long)} pair(s) above {SUSPICIOUS_RTT_MS:g} ms, e.g. ({a}, {b}) "
                                f"at {rtts[long[0]]:g} ms: longer than a satellite hop; is the unit ms?")
+    tiny = [p for p, v in rtts.items() if 0 < v < TINY_RTT_MS]
+    if tiny:
+        a, b = sorted(tiny[0])
+        result.warnings.append(f"{source}: {len(tiny)} pair(s) below {TINY_RTT_MS:g} ms, e.g. ({a}, {b}) at "
+                               f"{rtts[tiny[0]]:g} ms: RTTs are in ms (write 10 for 10 ms, not 0.010 s)")
     result.warnings.extend(triangle_violations(result))
     return result
 

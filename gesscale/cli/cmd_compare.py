@@ -119,6 +119,10 @@ def register(app: typer.Typer) -> None:
             console.print("Policies:")
             print_policy_list(console)
             return
+        from gesscale.cli.outputs import check_output_dir
+
+        check_output_dir(out, "--out")  # before the runs, not after them
+        check_output_dir(timeseries, "--timeseries")
         ids = parse_policy_list(policies)
         files = find_scenarios(scenarios)
         run_ids = with_references(ids)  # optimal and ideal always run: the regret is against them

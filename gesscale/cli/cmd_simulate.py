@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
         Controller options (--control-period, --warmup, --min-replicas, ...) replace the scenario's; policy
         options (--policy-option KEY=VALUE) those of its `policy_options:` section (`gesscale options`).
         """
+        from gesscale.cli.outputs import check_output_dir, check_output_file
         from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import parse_policy_list
         from gesscale.report import metrics_table, simulate_json, write_json
@@ -84,6 +85,9 @@ def register(app: typer.Typer) -> None:
 
         out = Console(width=None if Console().is_terminal else 200)
         err = Console(stderr=True)
+        check_output_file(json_out, "--json")  # before the runs, not after them
+        check_output_dir(plot, "--plot")
+        check_output_dir(timeseries, "--timeseries")
         ids = parse_policy_list(policies)
         run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them
         popts = parse_policy_option_args(policy_option_args or [], ids)

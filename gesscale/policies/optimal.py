@@ -97,6 +97,12 @@ class OptimalPolicy(Policy):
         "bins": "Backlog discretisation of the dynamic programme (more: exact, slower).",
     }
 
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "max_delay_s": (1.0, 30 * 86400.0, False),
+        "max_excess": (0.0, 10.0, False),
+        "bins": (2, 100_000, False),  # memory grows with it: `gesscale.optimal_dp.coarsened` keeps it in bounds
+    }
+
     id = "optimal"
     summary = "offline reference: cheapest schedule paying every pause (excess <= 0, delay <= 300 s; DP)"
     latency_aware = True

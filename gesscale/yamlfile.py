@@ -177,9 +177,8 @@ LOADERS: tuple[type, ...] = tuple(_LOADERS)  # the C loader first when available
 
 def _reason(err: yaml.YAMLError) -> str:
     """The parser's own reason, with a hint for the usual mistake (a tab in the indentation)."""
-    problem = " ".join(str(getattr(err, "problem", None) or "").split())
-    context = " ".join(str(getattr(err, "context", None) or "").split())
-    reason = f"{problem} {context}".strip() if problem and context and context not in problem else problem
+    problem = getattr(err, "problem", None) or getattr(err, "context", None) or ""
+    reason = " ".join(str(problem).split())
     if "\\t" in reason or "\t" in reason or "tab" in reason:
         reason += " (YAML indents with spaces; a tab cannot indent or start a value)"
     return reason if len(reason) <= 200 else reason[:200] + "…"

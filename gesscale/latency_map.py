@@ -44,7 +44,7 @@ from typing import Any
 
 import networkx as nx
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.placement import largest_rtt
 from gesscale.yamlfile import read_yaml
 
@@ -385,7 +385,10 @@ def _check_jitter(jitter: float, rtt: float, pair: Pair, nodes: Mapping[str, Nod
 
 def _number(value: Any, where: str, what: str = "RTT") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"{where}: {what} must be a number, got {value!r}")
+        raise UserError(f"{where}: {what} must be a number, got {brief(value)}")
+    if isinstance(value, int) and abs(value) > 10**18:  # math.isnan would overflow on it
+        raise UserError(f"{where}: {what} must be finite and at most {MAX_RTT_MS:g}, got a {len(str(value))}-digit "
+                        "number")
     if math.isnan(value) or math.isinf(value):
         raise UserError(f"{where}: {what} must be finite, got {value!r}")
     if value < 0:

@@ -81,7 +81,7 @@ def check_workload(spec: Any, where: str) -> dict[str, Any]:
     Returns a copy; problems are one `UserError` line starting with `where`."""
     if not isinstance(spec, Mapping) or spec.get("kind") not in WORKLOAD_KINDS:
         kind = spec.get("kind") if isinstance(spec, Mapping) else spec
-        raise UserError(f"{where}: workload kind {kind!r} unknown; expected one of {', '.join(WORKLOAD_KINDS)}")
+        raise UserError(f"{where}: workload kind {brief(kind)} unknown; expected one of {', '.join(WORKLOAD_KINDS)}")
     kind = str(spec["kind"])
     check_keys(spec, ("kind", *WORKLOAD_KEYS[kind]), f"{where}: workload ({kind})")
     out = dict(spec)
@@ -102,7 +102,9 @@ def check_workload(spec: Any, where: str) -> dict[str, Any]:
                    hi=MAX_RATE)
     if kind == "csv" and not isinstance(spec.get("path"), str):
         raise UserError(f"{where}: workload (csv): 'path' must be the file name of a rate CSV")
-    if kind in ("taxi", "steps") or out.get("duration_s") is not None:  # a CSV's length is known once read
+    if kind not in ("taxi", "steps", "csv") and out.get("duration_s") is None:
+        raise UserError(f"{where}: workload ({kind}) needs 'duration_s' (how long it lasts, e.g. 3600 or 1h)")
+    if kind != "csv" or out.get("duration_s") is not None:  # a CSV's own length is known once read
         length = workload_duration_s(out)
         if length > MAX_WORKLOAD_S:
             raise UserError(f"{where}: workload ({kind}) lasts {length:,} s, more than the {MAX_WORKLOAD_S:,} s "
@@ -197,7 +199,7 @@ def rate_profile(spec: Mapping[str, Any], duration_s: int | None = None, seed: i
         raise UserError("workload must be a mapping with a 'kind'")
     kind = spec.get("kind")
     if kind not in WORKLOAD_KINDS:
-        raise UserError(f"unknown workload kind {kind!r}; expected one of {', '.join(WORKLOAD_KINDS)}")
+        raise UserError(f"unknown workload kind {brief(kind)}; expected one of {', '.join(WORKLOAD_KINDS)}")
     n = int(duration_s if duration_s is not None else workload_duration_s(spec))
     if n <= 0:
         raise UserError("workload duration must be positive")

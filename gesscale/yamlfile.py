@@ -31,8 +31,9 @@ MAX_ALIAS_EXPANSION = 100_000  # nodes that aliases may add to a document when e
 MAX_DEPTH = 200  # levels of nesting (a scenario has 4)
 MAX_INT_DIGITS = 30  # digits of an integer (a count, a seed: 19 digits hold any 64-bit one)
 # A document whose characters allow more nesting than this is refused before parsing: libyaml's composer recurses
-# in C (60,000 levels crash the process) and PyYAML's scanner is quadratic in the depth (5 s for 60,000).
-_NESTING_BOUND = 5_000
+# in C (60,000 levels crash the process) and PyYAML takes seconds on a thousand levels (5 s for 3,000). 600 allows
+# MAX_DEPTH levels with room, or indentation of up to 299 characters.
+_NESTING_BOUND = 600
 _INT_TAG = "tag:yaml.org,2002:int"
 
 
@@ -166,6 +167,8 @@ def parse_yaml(text: str, *, loader: type | None = None) -> Any:
         return _load(loader, text)
     except RecursionError:
         raise LimitError(f"nested more than {MAX_DEPTH} levels deep") from None
+    except (LimitError, DuplicateKeyError):
+        raise  # our own checks: the same for both loaders
     except yaml.YAMLError:
         if loader is _StrictLoader:
             raise

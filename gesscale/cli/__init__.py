@@ -21,7 +21,7 @@ from typing import Any
 import typer
 import typer.main
 
-from gesscale.errors import UserError, brief
+from gesscale.errors import UserError, brief, one_line
 
 app = typer.Typer(
     name="gesscale",
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         command = harden(typer.main.get_command(app))
         code = command(args=argv, prog_name="gesscale", standalone_mode=False)
     except UserError as err:
-        print(f"gesscale: error: {err}", file=sys.stderr)
+        print(f"gesscale: error: {one_line(str(err))}", file=sys.stderr)
         return err.exit_code
     except _EXIT as ex:
         return int(ex.exit_code)  # type: ignore[attr-defined]

@@ -76,7 +76,8 @@ def register(app: typer.Typer) -> None:
         policies: str = typer.Option(
             "all", "--policies", "-p", help="Comma-separated policy ids, 'all', or 'help' to list them."
         ),
-        seeds: int = typer.Option(3, "--seeds", "-n", min=1, help="Runs per policy and scenario (medians are kept)."),
+        seeds: int = typer.Option(3, "--seeds", "-n", min=1, max=1000,
+                                   help="Runs per policy and scenario (medians are kept)."),
         out: Path = typer.Option(
             Path("out/compare"), "--out", "-o",
             help="Output folder: matrix.json, matrix.md, heatmap-*.png, replicas-<scenario>.png.",

@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
             DEFAULT_POLICIES, "--policies", "-p", is_eager=True, callback=_policies_help,
             help="Comma-separated policy ids, 'all', or 'help' to list them.",
         ),
-        seeds: int = typer.Option(1, "--seeds", "-n", min=1, help="Runs per policy (seeds scenario.seed, +1, ...)."),
+        seeds: int = typer.Option(1, "--seeds", "-n", min=1, max=1000,
+                                   help="Runs per policy (seeds scenario.seed, +1, ...)."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (docs/metrics.md keys)."),
         plot: Path | None = typer.Option(
             None, "--plot", help="Folder for the Figure-7-style panel of every policy (first seed):"

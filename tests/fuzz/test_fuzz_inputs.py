@@ -74,7 +74,7 @@ def test_fuzz_scenario(data: dict[str, Any]) -> None:
         check_scenario(value)
 
 
-@given(st.data())
+@given(data=st.data())
 def test_fuzz_scenario_yaml(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
     """The same documents as YAML files, with aliases, bombs, deep nesting, tabs."""
     from gesscale.scenario import load_scenario

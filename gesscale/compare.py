@@ -60,13 +60,21 @@ class JobResult:
     late_share: float = 0.0  # share of the records held longer than optimal's delay bound
     provenance: str = ""  # where the scenario's input comes from (`gesscale.report.workload_provenance`)
     rows: list[dict[str, object]] = field(default_factory=list)  # per-period time series (kept runs only)
+    warnings: list[str] = field(default_factory=list)  # what the `optimal` reference could not do as asked
 
 
 def find_scenarios(folder: str | Path) -> list[Path]:
-    """The scenario files (*.yaml, *.yml) of a folder, sorted; a missing or empty folder is a `UserError`."""
+    """The scenario files (*.yaml, *.yml) of a folder, sorted, or the one scenario file given; anything else
+    (missing, not YAML, an empty folder) is a `UserError` saying which."""
     p = Path(folder)
+    if p.is_file():
+        if p.suffix not in (".yaml", ".yml"):
+            raise UserError(f"--scenarios {p}: a scenario file ends in .yaml or .yml (or give a folder of them)")
+        return [p]
+    if p.exists() and not p.is_dir():
+        raise UserError(f"--scenarios {p}: neither a folder nor a regular file")
     if not p.is_dir():
-        raise UserError(f"scenario folder not found: {p}")
+        raise UserError(f"scenario folder or file not found: {p}")
     files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
     if not files:
         raise UserError(f"no scenario files (*.yaml) in {p}")
@@ -76,6 +84,7 @@ def find_scenarios(folder: str | Path) -> list[Path]:
 def run_job(job: Job) -> JobResult:
     """Simulate one job (runs in a worker process)."""
     from gesscale.policies.base import load_plugin
+    from gesscale.policies.optimal import summary_warnings
     from gesscale.report import workload_provenance
     from gesscale.scenario import load_scenario, with_controller
     from gesscale.simulate import period_rows, run_once
@@ -87,7 +96,8 @@ def run_job(job: Job) -> JobResult:
                       policy_options=dict(job.policy_options))
     out = JobResult(sc.name, job.policy, job.seed, result.metrics.to_dict(), sc.control_period_s,
                     drained=result.drained, late_share=result.metrics.late_share,
-                    provenance=workload_provenance(sc.workload))
+                    provenance=workload_provenance(sc.workload),
+                    warnings=summary_warnings(result.model) if job.policy == "optimal" else [])
     if job.keep_series:
         out.rows = period_rows(result)
         step = max(1, int(round(sc.control_period_s)))

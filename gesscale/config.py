@@ -24,6 +24,12 @@ ENVIRONMENTS: dict[str, str] = {
     "k8s": "k8s run",
 }
 LIVE = ("testbed", "demo", "k8s")
+# Upper bounds, so that every number has a range (a value outside it is refused, `gesscale options` shows it):
+# a control period or warm-up of at most a day; as many replicas as the largest map has nodes
+# (`gesscale.latency_map.MAX_NODES`); a seed up to a billion.
+DAY_S = 86400.0
+MAX_REPLICAS = 2000
+MAX_SEED = 10**9
 
 
 def _opt(default: Any, help: str, *, kind: str = "", lo: float | None = None, hi: float | None = None,
@@ -42,16 +48,17 @@ class ControllerConfig:
     """Options of the MAPE loop and of the shared parts of the policies."""
 
     control_period_s: float = _opt(
-        60.0, "Length of one Monitor-Analyze-Plan-Execute period (s).", kind="duration", lo=0.0, lo_open=True,
+        60.0, "Length of one Monitor-Analyze-Plan-Execute period (s).", kind="duration", lo=0.0, lo_open=True, hi=DAY_S,
         env={"testbed": 10.0, "demo": 10.0},
     )
     warmup_s: float = _opt(
         180.0, "After a reconfiguration, no decision is taken for this long (s); covers the pause and settling.",
-        kind="duration", lo=0.0, env={"testbed": 20.0, "demo": 10.0},
+        kind="duration", lo=0.0, hi=DAY_S, env={"testbed": 20.0, "demo": 10.0},
     )
-    min_replicas: int = _opt(1, "Fewest replicas (n_min).", lo=1)
+    min_replicas: int = _opt(1, "Fewest replicas (n_min).", lo=1, hi=MAX_REPLICAS)
     max_replicas: int = _opt(
         8, "Most replicas (n_max); also capped by the schedulable nodes; 0: every schedulable node.", lo=0,
+        hi=MAX_REPLICAS,
         env={"testbed": 0, "demo": 0},
     )
     bp_high: float = _opt(0.5, "Back-pressure ratio above which a period counts as back-pressured (Algorithm 1).",
@@ -62,11 +69,12 @@ class ControllerConfig:
     )
     scale_down_margin: float = _opt(
         0.05, "Keep the predicted MST of the smaller configuration at least this fraction above the input.", lo=0.0,
+        hi=10.0,
     )
     cpu_high: float = _opt(0.9, "Threshold baselines: CPU above this adds one replica.", lo=0.0, hi=1.0)
     cpu_low: float = _opt(0.5, "Threshold baselines: CPU below this removes one replica.", lo=0.0, hi=1.0)
     recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).", where=LIVE)
-    seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0)
+    seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0, hi=MAX_SEED)
     model_form: str = _opt(
         "paper", "Form of the performance model MST(n, ND_max) (docs/calibration.md); auto: the form with the "
         "smallest leave-one-out error once 5 configurations are measured, the paper's before.", kind="choice",

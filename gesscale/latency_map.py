@@ -44,7 +44,7 @@ from typing import Any
 
 import networkx as nx
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.names import check_name
 from gesscale.placement import largest_rtt
 from gesscale.yamlfile import read_yaml
@@ -64,6 +64,9 @@ MAX_NODES = 2000
 # SUSPICIOUS_RTT_MS (1 s, more than a satellite hop) a map still loads, with a warning.
 MAX_RTT_MS = 10_000.0
 SUSPICIOUS_RTT_MS = 1_000.0
+# Below this (ms) a non-zero RTT is more likely written in seconds (0.010 for 10 ms) than measured: a loopback round
+# trip is about 0.02 ms and no two fog hosts are that close. The map loads, with a warning.
+TINY_RTT_MS = 0.05
 
 
 @dataclass(frozen=True)
@@ -383,7 +386,10 @@ def _check_jitter(jitter: float, rtt: float, pair: Pair, nodes: Mapping[str, Nod
 
 def _number(value: Any, where: str, what: str = "RTT") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"{where}: {what} must be a number, got {value!r}")
+        raise UserError(f"{where}: {what} must be a number, got {brief(value)}")
+    if isinstance(value, int) and abs(value) > 10**18:  # math.isnan would overflow on it
+        raise UserError(f"{where}: {what} must be finite and at most {MAX_RTT_MS:g}, got a {len(str(value))}-digit "
+                        "number")
     if math.isnan(value) or math.isinf(value):
         raise UserError(f"{where}: {what} must be finite, got {value!r}")
     if value < 0:
@@ -640,6 +646,11 @@ def latency_map_from_dict(data: Any, source: str = "<inline>", *, other_keys: It
         a, b = sorted(long[0])
         result.warnings.append(f"{source}: {len(long)} pair(s) above {SUSPICIOUS_RTT_MS:g} ms, e.g. ({a}, {b}) "
                                f"at {rtts[long[0]]:g} ms: longer than a satellite hop; is the unit ms?")
+    tiny = [p for p, v in rtts.items() if 0 < v < TINY_RTT_MS]
+    if tiny:
+        a, b = sorted(tiny[0])
+        result.warnings.append(f"{source}: {len(tiny)} pair(s) below {TINY_RTT_MS:g} ms, e.g. ({a}, {b}) at "
+                               f"{rtts[tiny[0]]:g} ms: RTTs are in ms (write 10 for 10 ms, not 0.010 s)")
     result.warnings.extend(triangle_violations(result))
     return result
 

@@ -29,7 +29,7 @@ backlog index; decisions: any count in [n_min, n_max]. Work: periods × counts²
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -83,6 +83,8 @@ class OfflinePlan:
     @property
     def gap(self) -> float:
         """Relative discretisation error bound: (upper − lower) / lower."""
+        if not (math.isfinite(self.cost_upper) and math.isfinite(self.cost_lower)):
+            return INFEASIBLE  # no feasible plan: no bracket
         return (self.cost_upper - self.cost_lower) / self.cost_lower if self.cost_lower > 0 else 0.0
 
 
@@ -94,8 +96,41 @@ class _PeriodMaps:
     S: np.ndarray  # (K, M, P) net change when the backlog never empties
     upper: np.ndarray  # (K, M, P) largest start backlog meeting every constraint of the period (−inf: none)
     before: np.ndarray  # (K,) seconds of the period before the input ends (always counted)
-    after: dict[int, np.ndarray]  # period → (M, P, B) seconds from T on still counted (backlog ≥ 1), per grid point
+    tail: dict[int, tuple[np.ndarray, np.ndarray]]  # period → (S, A) over its seconds from T on, each (M, P, J)
     carry: np.ndarray  # (P,) pause seconds left for the next period
+
+    def after(self, k: int, grid: np.ndarray) -> np.ndarray | None:
+        """(M, P, B) seconds from T on in period k still counted (backlog ≥ 1) per grid point; None before T."""
+        if k not in self.tail:
+            return None
+        S, A = self.tail[k]
+        return _seconds_busy(grid, S, A)
+
+
+# The programme keeps one choice (a byte) per period, count, pause option and grid point for the forward pass: its
+# largest array. A problem whose choices would take more is solved on a coarser decision grid (`coarsened`).
+CHOICES_BUDGET_BYTES = 320 * 2**20
+
+
+def choices_bytes(pr: OfflineProblem) -> int:
+    """Bytes of the programme's choices (periods × counts × pause options × grid points)."""
+    counts = pr.n_max - pr.n_min + 1
+    return pr.periods * counts * len(_pause_options(pr.pause_s, pr.period_s)) * max(2, pr.bins)
+
+
+def coarsened(pr: OfflineProblem, budget: int | None = None) -> OfflineProblem:
+    """The problem decided every c control periods, c the fewest whose choices fit in `budget` (1: unchanged).
+
+    Work and memory grow as periods × pause options × counts × bins: a one-second period with a 120 s pause on a
+    day has 86,400 periods and 121 pause options (hundreds of GB of choices). Deciding every c periods instead
+    gives a schedule the policy can follow exactly (it holds its count between decisions), so the plan stays
+    feasible; its cost is then the optimum over schedules that change at most every c periods."""
+    budget = CHOICES_BUDGET_BYTES if budget is None else budget
+    stride, base = 1, pr.period_s
+    while choices_bytes(pr) > budget and pr.period_s <= pr.deadline_s:
+        stride += 1
+        pr = replace(pr, period_s=base * stride)
+    return pr
 
 
 def _pause_options(pause_s: int, period_s: int) -> list[int]:
@@ -117,42 +152,76 @@ def _window_input(inp: np.ndarray, length: int, window: int) -> np.ndarray:
     return csum[idx + 1] - csum[np.maximum(0, idx + 1 - window)]
 
 
-def _period_maps(pr: OfflineProblem, grid: np.ndarray, opts: list[int]) -> _PeriodMaps:
+# Elements of the (periods, counts, pauses, seconds) arrays built at once: periods are taken in chunks of this
+# size, so that a long period (a day) or a fine one (a second, with a long pause) never needs all of them together.
+_CHUNK_ELEMENTS = 2_000_000
+
+
+def _period_maps(pr: OfflineProblem, opts: list[int]) -> _PeriodMaps:
     K, L, T = pr.periods, pr.period_s, pr.duration_s
     H = K * L
     if pr.capacity.shape[1] < H:
         raise ValueError(f"capacity covers {pr.capacity.shape[1]} s, the programme needs {H}")
-    inp = np.zeros(H)
-    inp[: min(H, T)] = pr.input[:H]
-    window = _window_input(pr.input, H, pr.max_delay_s).reshape(K, L)
-    inp = inp.reshape(K, L)
+    inp_all = np.zeros(H)
+    inp_all[: min(H, T)] = pr.input[:H]
+    window_all = _window_input(pr.input, H, pr.max_delay_s).reshape(K, L)
+    inp_all = inp_all.reshape(K, L)
     counts = np.arange(pr.n_min, pr.n_max + 1)
-    cap = pr.capacity[counts, :H].reshape(len(counts), K, L).transpose(1, 0, 2)  # (K, M, L)
+    M, P = len(counts), len(opts)
     offset = np.arange(L)
     running = offset[None, :] >= np.asarray(opts)[:, None]  # (P, L): seconds not paused
-    d = inp[:, None, None, :] - cap[:, :, None, :] * running[None, None, :, :]  # (K, M, P, L)
-    S = np.cumsum(d, axis=3)
-    A = S - np.minimum(0.0, np.minimum.accumulate(S, axis=3))  # backlog at each second from b = 0
-    # FIFO delay bound: max(A_j, b + S_j) ≤ W_j + 1 at every second j.
-    slack = window[:, None, None, :] + 1.0
-    upper = np.min(slack - S, axis=3)
-    upper = np.where(np.all(slack >= A, axis=3), upper, -np.inf)
-    # Deadline: below one record at the end of the deadline second.
     kd, jd = divmod(pr.deadline_s, L)
     below = 1.0 - 1e-6  # strictly below one record, clear of the 1e-9 grid tolerance
-    dl_upper = np.where(A[kd, :, :, jd] <= below, below - S[kd, :, :, jd], -np.inf)
-    upper[kd] = np.minimum(upper[kd], dl_upper)
-    # Seconds counted towards the cost: all before T; from T on (input over, backlog non-increasing), those
-    # whose backlog is still at least one record.
+    A_end, S_end, upper = (np.empty((K, M, P)) for _ in range(3))
+    tail: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    step = max(1, _CHUNK_ELEMENTS // max(1, M * P * L))
+    for k0 in range(0, K, step):
+        k1 = min(K, k0 + step)
+        inp, window = inp_all[k0:k1], window_all[k0:k1]
+        cap = pr.capacity[counts, k0 * L:k1 * L].reshape(M, k1 - k0, L).transpose(1, 0, 2)  # (k, M, L)
+        d = inp[:, None, None, :] - cap[:, :, None, :] * running[None, None, :, :]  # (k, M, P, L)
+        S = np.cumsum(d, axis=3)
+        del d
+        A = S - np.minimum(0.0, np.minimum.accumulate(S, axis=3))  # backlog at each second from b = 0
+        # FIFO delay bound: max(A_j, b + S_j) ≤ W_j + 1 at every second j.
+        slack = window[:, None, None, :] + 1.0
+        up = np.min(slack - S, axis=3)
+        upper[k0:k1] = np.where(np.all(slack >= A, axis=3), up, -np.inf)
+        if k0 <= kd < k1:  # deadline: below one record at the end of the deadline second
+            A_d, S_d = A[kd - k0, :, :, jd], S[kd - k0, :, :, jd]
+            upper[kd] = np.minimum(upper[kd], np.where(A_d <= below, below - S_d, -np.inf))
+        # Seconds counted towards the cost: all before T; from T on (input over, backlog non-increasing), those
+        # whose backlog is still at least one record: kept per period, counted per grid point when needed.
+        for k in range(k0, k1):
+            first = T - k * L
+            if first < L:
+                js = slice(max(0, first), L)
+                tail[k] = (S[k - k0][:, :, js].copy(), A[k - k0][:, :, js].copy())
+        A_end[k0:k1], S_end[k0:k1] = A[..., -1], S[..., -1]
     absolute = (np.arange(K)[:, None] * L + offset[None, :])  # (K, L)
     before = (absolute < T).sum(axis=1).astype(float)
-    after: dict[int, np.ndarray] = {}
-    for k in np.nonzero((absolute >= T).any(axis=1))[0]:
-        js = np.nonzero(absolute[k] >= T)[0]
-        x = np.maximum(grid[None, None, :, None] + S[k][:, :, None, js], A[k][:, :, None, js])  # (M, P, B, J)
-        after[int(k)] = (x >= 1.0).sum(axis=3).astype(float)
     carry = np.maximum(0, np.asarray(opts) - L)
-    return _PeriodMaps(A[..., -1], S[..., -1], upper, before, after, carry)
+    return _PeriodMaps(A_end, S_end, upper, before, tail, carry)
+
+
+def _seconds_busy(grid: np.ndarray, S: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """(M, P, B): how many seconds of S and A (M, P, J), all after the input's end, keep at least one record
+    waiting, from each start backlog b of the grid: the count of j with max(A_j, b + S_j) >= 1.
+
+    With no input left, S and A do not increase over those seconds, so both "A_j >= 1" and "b + S_j >= 1" hold
+    on a prefix of them and the count is the longer prefix: found by a binary search per (count, pause) rather
+    than by comparing every (second, grid point) pair, whose (M, P, B, J) array took 27 GiB for a 60000 s
+    period."""
+    M, P = S.shape[0], S.shape[1]
+    S_after, A_after = S, A
+    from_zero = (A_after >= 1.0).sum(axis=2)  # (M, P)
+    out = np.empty((M, P, len(grid)))
+    for m in range(M):
+        for p in range(P):
+            # b + S_j >= 1 <=> -S_j <= b - 1; -S is non-decreasing.
+            with_b = np.searchsorted(-S_after[m, p], grid - 1.0, side="right")
+            out[m, p] = np.maximum(with_b, from_zero[m, p])
+    return out
 
 
 def _solve_grid(pr: OfflineProblem, maps: _PeriodMaps, grid: np.ndarray, opts: list[int], *, round_up: bool,
@@ -173,7 +242,8 @@ def _solve_grid(pr: OfflineProblem, maps: _PeriodMaps, grid: np.ndarray, opts: l
         over = idx > B - 1
         idx = np.clip(idx, 0, B - 1).astype(np.intp)
         future = V[np.arange(M)[:, None, None], carry_idx[None, :, None], idx]  # (M, P, B)
-        seconds = maps.before[k] + maps.after[k] if k in maps.after else maps.before[k]
+        after = maps.after(k, grid)
+        seconds = maps.before[k] if after is None else maps.before[k] + after
         cand = counts[:, None, None] * seconds + future
         bad = over | (grid[None, None, :] > maps.upper[k][:, :, None] + 1e-9)
         bad = bad | (counts < pr.n_floor)[:, None, None]
@@ -230,11 +300,12 @@ def solve(pr: OfflineProblem) -> OfflinePlan:
     opts = _pause_options(pr.pause_s, pr.period_s)
     largest = float(_window_input(pr.input, pr.periods * pr.period_s, pr.max_delay_s).max()) + 1.0
     grid = np.linspace(0.0, largest, max(2, pr.bins))
-    maps = _period_maps(pr, grid, opts)
+    maps = _period_maps(pr, opts)
     s0 = pr.n_start - pr.n_min
     # Period 0 runs on n_start with no pause from b = 0; then the programme decides.
     first_ok = maps.upper[0, s0, 0] >= 0.0
-    cost0 = pr.n_start * (maps.before[0] + (maps.after[0][s0, 0, 0] if 0 in maps.after else 0.0))
+    after0 = maps.after(0, grid)
+    cost0 = pr.n_start * (maps.before[0] + (after0[s0, 0, 0] if after0 is not None else 0.0))
     b1 = float(max(maps.A[0, s0, 0], maps.S[0, s0, 0]))
     results = {}
     for up in (True, False):

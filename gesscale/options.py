@@ -16,27 +16,21 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gesscale.config import ENVIRONMENTS, ControllerConfig
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
+from gesscale.schema import parse_duration_text  # noqa: F401 - the one duration parser, re-exported
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|min|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 KINDS = ("duration", "float", "int", "bool", "choice")
-
-
-def parse_duration_text(text: str, where: str) -> float:
-    """`10s`, `1.5m`, `2h`, `500ms` or a bare number of seconds, in seconds; a `UserError` otherwise."""
-    m = _DURATION.match(str(text))
-    if not m:
-        raise UserError(f"{where}: {text!r} is not a duration like 10, 10s, 2m or 1h")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+# Default upper bounds of a policy's options (see `policy_options`).
+POLICY_MAX_COUNT = 1_000_000
+POLICY_MAX_DURATION_S = 30 * 86400.0
+POLICY_MAX_NUMBER = 1e9
 
 
 @dataclass(frozen=True)
@@ -96,13 +90,16 @@ class OptionSpec:
             return value
         if self.kind == "bool":
             if not isinstance(value, bool):
-                raise UserError(f"{what} must be true or false, got {value!r}")
+                raise UserError(f"{what} must be true or false, got {brief(value)}")
             return value
         if self.kind == "duration" and isinstance(value, str):
             value = parse_duration_text(value, what)
         if isinstance(value, bool) or not isinstance(value, int | float):
             kind = {"int": "a whole number", "duration": "a duration (10, 10s, 2m)"}.get(self.kind, "a number")
-            raise UserError(f"{what} must be {kind}, got {value!r}")
+            raise UserError(f"{what} must be {kind}, got {brief(value)}")
+        if isinstance(value, int) and abs(value) > 10**18:
+            raise UserError(f"{what} must be {self.bounds_text() or 'a smaller number'}, got a "
+                            f"{len(str(abs(value)))}-digit number")
         if not math.isfinite(value):
             raise UserError(f"{what} must be finite, got {value}")
         if self.kind == "int":
@@ -129,14 +126,14 @@ class OptionSpec:
                 return True
             if raw.lower() in _FALSE:
                 return False
-            raise UserError(f"{where}: '{self.name}' must be true or false, got {raw!r}")
+            raise UserError(f"{where}: '{self.name}' must be true or false, got {brief(raw)}")
         if self.kind == "duration":
             return self.check(parse_duration_text(raw, f"{where}: '{self.name}'"), where)
         try:
             number = float(raw)
         except ValueError:
             kind = "a whole number" if self.kind == "int" else "a number"
-            raise UserError(f"{where}: '{self.name}' must be {kind}, got {raw!r}") from None
+            raise UserError(f"{where}: '{self.name}' must be {kind}, got {brief(raw)}") from None
         return self.check(number, where)
 
 
@@ -168,7 +165,7 @@ def controller_from_dict(data: Any, where: str, env: str = "sim", exclude: Itera
     from gesscale.schema import check_keys
 
     if not isinstance(data, Mapping):
-        raise UserError(f"{where} must be a mapping of controller options, got {data!r}")
+        raise UserError(f"{where} must be a mapping of controller options, got {brief(data)}")
     specs = {s.name: s for s in controller_options(env) if s.name not in set(exclude)}
     check_keys(data, specs, where)
     return {k: specs[k].check(v, where) for k, v in data.items()}
@@ -205,10 +202,14 @@ def policy_options(policy_id: str) -> list[OptionSpec]:
         kind, optional = _TYPES[annotation]
         if kind == "float" and p.name.endswith("_s"):
             kind = "duration"
-        # Counts are at least 1 and other numbers at least 0 unless the class says otherwise (`option_bounds`:
-        # name -> (lo, hi, lo_open), e.g. a divisor that must be > 0).
+        # Unless the class says otherwise (`option_bounds`: name -> (lo, hi, lo_open), e.g. a divisor that must
+        # be > 0), counts are in [1, POLICY_MAX_COUNT], durations in [0, POLICY_MAX_DURATION_S] and other numbers
+        # in [0, POLICY_MAX_NUMBER]: every option has a range.
+        default_hi = {"int": POLICY_MAX_COUNT, "duration": POLICY_MAX_DURATION_S}.get(kind, POLICY_MAX_NUMBER)
         lo, hi, lo_open = bounds.get(p.name, (None, None, False) if kind == "bool" else
-                                     (1.0 if kind == "int" else 0.0, None, False))
+                                     (1.0 if kind == "int" else 0.0, default_hi, False))
+        if hi is None and kind != "bool":
+            hi = default_hi
         out.append(OptionSpec(p.name, kind, p.default, helps.get(p.name, ""), lo=lo, hi=hi, lo_open=lo_open,
                               optional=optional))
     return out
@@ -219,7 +220,7 @@ def policy_options_from_dict(policy_id: str, data: Any, where: str) -> dict[str,
     from gesscale.schema import check_keys
 
     if not isinstance(data, Mapping):
-        raise UserError(f"{where} must be a mapping of {policy_id}'s options, got {data!r}")
+        raise UserError(f"{where} must be a mapping of {policy_id}'s options, got {brief(data)}")
     specs = {s.name: s for s in policy_options(policy_id)}
     if not specs and data:
         raise UserError(f"{where}: policy {policy_id!r} has no options (`gesscale options` lists them)")
@@ -236,23 +237,23 @@ def parse_policy_option_args(args: Iterable[str], policies: list[str], flag: str
         key, sep, value = str(text).partition("=")
         key = key.strip()
         if not sep or not key:
-            raise UserError(f"{flag} {text!r}: expected KEY=VALUE or POLICY.KEY=VALUE")
+            raise UserError(f"{flag} {brief(text)}: expected KEY=VALUE or POLICY.KEY=VALUE")
         pid, dot, name = key.rpartition(".")
         if dot:
             if pid not in policies:
-                raise UserError(f"{flag} {text!r}: policy {pid!r} is not among the policies run "
+                raise UserError(f"{flag} {brief(text)}: policy {pid!r} is not among the policies run "
                                 f"({', '.join(policies)})")
             targets = [pid]
         else:
             targets = [p for p in policies if any(s.name == name for s in policy_options(p))]
             if not targets:
                 known = sorted({s.name for p in policies for s in policy_options(p)})
-                raise UserError(f"{flag} {text!r}: no policy among {', '.join(policies)} has an option {name!r} "
+                raise UserError(f"{flag} {brief(text)}: no policy among {', '.join(policies)} has an option {name!r} "
                                 f"(options: {', '.join(known) or 'none'}; `gesscale options` lists them)")
         for target in targets:
             specs = {s.name: s for s in policy_options(target)}
             if name not in specs:
-                raise UserError(f"{flag} {text!r}: policy {target!r} has no option {name!r} "
+                raise UserError(f"{flag} {brief(text)}: policy {target!r} has no option {name!r} "
                                 f"(options: {', '.join(specs) or 'none'})")
             out.setdefault(target, {})[name] = specs[name].parse(value, f"{flag} {target}")
     return out

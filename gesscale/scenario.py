@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gesscale.config import MAX_SEED
 from gesscale.errors import UserError
-from gesscale.latency_map import SUSPICIOUS_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
+from gesscale.latency_map import SUSPICIOUS_RTT_MS, TINY_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 from gesscale.model import FORMS
 from gesscale.names import check_name
 from gesscale.schema import check_keys, number
@@ -84,6 +85,10 @@ OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
 # observations are per-second rates; below a second a period holds less than one sample.
 MIN_CONTROL_PERIOD_S = 1.0
+# The longest control period and warm-up (one day, `gesscale.config`), and the longest reconfiguration pause (an
+# hour: a restart that takes longer is an outage, not a pause; the `optimal` reference's work grows with it).
+MAX_CONTROL_PERIOD_S = 86400.0
+MAX_PAUSE_S = 3600.0
 
 
 def _suspicious(truth: GroundTruth, control_period_s: float, warmup_s: float | None) -> list[str]:
@@ -141,11 +146,11 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     check_keys(op, OPERATOR_KEYS, f"{where}: operator")
     w_op = f"{where}: operator"
     truth = GroundTruth(
-        alpha=float(number(op, "alpha", 60.0, w_op, lo=0.0, lo_open=True)),
-        beta=float(number(op, "beta", 0.9, w_op, lo=0.0, lo_open=True)),
-        gamma=float(number(op, "gamma", 0.1, w_op, lo=0.0)),
+        alpha=float(number(op, "alpha", 60.0, w_op, lo=0.0, lo_open=True, hi=1e9)),
+        beta=float(number(op, "beta", 0.9, w_op, lo=0.0, lo_open=True, hi=4.0)),
+        gamma=float(number(op, "gamma", 0.1, w_op, lo=0.0, hi=1e9)),
         noise=float(number(op, "noise", 0.03, w_op, lo=0.0, hi=1.0, hi_open=True)),
-        reconfig_pause_s=float(number(op, "reconfig_pause_s", 120.0, w_op, lo=0.0)),
+        reconfig_pause_s=float(number(op, "reconfig_pause_s", 120.0, w_op, lo=0.0, hi=MAX_PAUSE_S, duration=True)),
         initial_replicas=number(op, "initial_replicas", 2, w_op, lo=1, integer=True),
         form=_form(op, w_op),
         delta=float(number(op, "delta", 0.0, w_op, lo=0.0)),
@@ -161,8 +166,10 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
     w_cl = f"{where}: cluster"
     min_r = number(cluster, "min_replicas", 1, w_cl, lo=1, integer=True)
     max_r = number(cluster, "max_replicas", len(lmap.names), w_cl, lo=1, integer=True)
-    period = float(number(data, "control_period_s", 60.0, where, lo=MIN_CONTROL_PERIOD_S))
-    warmup = None if data.get("warmup_s") is None else float(number(data, "warmup_s", 0, where, lo=0.0))
+    period = float(number(data, "control_period_s", 60.0, where, lo=MIN_CONTROL_PERIOD_S, hi=MAX_CONTROL_PERIOD_S,
+                          duration=True))
+    warmup = None if data.get("warmup_s") is None else float(number(data, "warmup_s", 0, where, lo=0.0,
+                                                                     hi=MAX_CONTROL_PERIOD_S, duration=True))
     name = data.get("name")
     if name is not None and not isinstance(name, str | int):
         raise UserError(f"{where}: 'name' must be a string, got {name!r}")
@@ -177,7 +184,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         min_replicas=min_r,
         max_replicas=max_r,
         warmup_s=warmup,
-        seed=number(data, "seed", 1, where, lo=0, integer=True),
+        seed=number(data, "seed", 1, where, lo=0, hi=MAX_SEED, integer=True),
         source=source,
         policy_options=_policy_options(data.get("policy_options"), where),
     )
@@ -253,7 +260,8 @@ def _checked(sc: Scenario, where: str) -> Scenario:
     except UserError as err:
         raise UserError(f"{where}: {err}") from None
     return replace(sc, warnings=(*_suspicious(sc.truth, sc.control_period_s, sc.warmup_s),
-                                 *(w for w in sc.latency_map.warnings if f"above {SUSPICIOUS_RTT_MS:g} ms" in w)))
+                                 *(w for w in sc.latency_map.warnings
+                                   if f"above {SUSPICIOUS_RTT_MS:g} ms" in w or f"below {TINY_RTT_MS:g} ms" in w)))
 
 
 def with_controller(sc: Scenario, options: Mapping[str, Any], where: str = "command line") -> Scenario:

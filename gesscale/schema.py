@@ -9,10 +9,24 @@ be a whole number rather than be truncated.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
+
+# A duration: a number of seconds, or a number with a unit (10s, 1.5m, 2min, 4h, 500ms, 1d).
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|min|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration_text(text: str, where: str) -> float:
+    """`10s`, `1.5m`, `2h`, `500ms`, `1d` or a bare number of seconds, in seconds; a `UserError` otherwise. The
+    one parser of durations: controller options, policy options and a scenario's times (`duration_s: 4h`)."""
+    m = _DURATION.match(str(text)[:100])
+    if not m:
+        raise UserError(f"{where}: {brief(text)} is not a duration like 10, 10s, 2m or 1h")
+    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def check_keys(data: Mapping[Any, Any], allowed: Iterable[str], where: str) -> None:
@@ -47,15 +61,22 @@ def number(
     lo_open: bool = False,
     hi_open: bool = False,
     integer: bool = False,
+    duration: bool = False,
 ) -> Any:
     """`data[key]` (or `default` when absent), checked: a finite number within [lo, hi] (open ends as asked).
 
     With `integer`, a whole number is required (`2.0` is taken as 2; `2.5` is an error) and an `int` returned.
+    With `duration`, a text such as `4h` or `90s` is taken as seconds (`parse_duration_text`).
     """
     value = data.get(key, default)
-    what = "a whole number" if integer else "a number"
+    what = "a whole number" if integer else "a duration (10, 10s, 2m, 4h)" if duration else "a number"
+    if duration and isinstance(value, str):
+        value = parse_duration_text(value, f"{where}: '{key}'")
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"{where}: '{key}' must be {what}, got {value!r}")
+        raise UserError(f"{where}: '{key}' must be {what}, got {brief(value)}")
+    if isinstance(value, int) and abs(value) > 10**18:
+        raise UserError(f"{where}: '{key}' must be {_bound(math.inf, lo, hi, lo_open, hi_open) or what}, got a "
+                        f"{len(str(abs(value)))}-digit number")
     if not math.isfinite(value):
         raise UserError(f"{where}: '{key}' must be finite, got {value}")
     if integer:

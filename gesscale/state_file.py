@@ -38,12 +38,14 @@ def _time(path: Path, value: Any, what: str) -> None:
 
 def read_state(path: Path) -> dict[str, Any] | None:
     """The state at `path` (None when there is none), checked; UserError for anything a loop cannot resume."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    from gesscale.inputfile import read_bytes
+
+    if not os.path.lexists(path):
         return None
-    except (OSError, UnicodeDecodeError) as err:
-        raise _fail(path, f"cannot be read ({getattr(err, 'strerror', None) or err})") from None
+    try:
+        text = read_bytes(path, "controller state").decode("utf-8", errors="replace")
+    except UserError as err:
+        raise _fail(path, f"cannot be read ({str(err).replace(f'controller state {path} ', '')})") from None
     try:
         state = json.loads(text)
     except ValueError as err:

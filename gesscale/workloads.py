@@ -18,6 +18,7 @@ Kinds and their keys (rates in records/s, times in s):
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.schema import check_keys, number
 
 # Approximate share (%) of a weekday's NYC yellow-taxi pickups by hour of day 0..23 (docs/scenarios.md).
@@ -47,22 +48,30 @@ WORKLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "steps": ("levels", "step_s"),
     "csv": ("path", "duration_s"),
 }
+# The longest workload (s): 30 days, far beyond any experiment, well within memory (a few arrays of floats per
+# second); times of a rate CSV beyond it are refused.
+MAX_WORKLOAD_S = 30 * 86400
+MAX_CSV_TIME_S = float(MAX_WORKLOAD_S)
+# The highest rate (records/s) a workload may ask for: a thousand times the busiest measured Spark operator.
+MAX_RATE = 1e9
 # Per key: (lower bound, lower bound open, upper bound, upper bound open, whole number). Keys not listed are
-# rates or times >= 0. Relative noise and the random walk's relative step are fractions below 1; a probability
-# per second is at most 1; a ride is sent a whole number of times.
+# rates in [0, MAX_RATE] (levels of a shape, `start`... may dip below zero: see `check_workload`). Relative noise
+# and the random walk's relative step are fractions below 1; a probability per second is at most 1; a ride is sent
+# a whole number of times; times (keys ending in `_s`, which also take `4h`, `90s`) are within MAX_WORKLOAD_S.
 _RANGES: dict[str, tuple[float, bool, float | None, bool, bool]] = {
-    "speed": (0.0, True, None, False, False),
-    "duplication": (1.0, False, None, False, True),
-    "days": (0.0, True, None, False, False),
-    "rides_per_day": (1.0, False, None, False, True),
+    "speed": (0.0, True, 1e6, False, False),
+    "duplication": (1.0, False, 1e6, False, True),
+    "days": (0.0, True, 30.0, False, False),
+    "rides_per_day": (1.0, False, 1e9, False, True),
     "start_hour": (0.0, False, 24.0, True, False),
-    "period_s": (0.0, True, None, False, False),
+    "period_s": (0.0, True, MAX_WORKLOAD_S, False, False),
     "noise": (0.0, False, 1.0, True, False),
     "step": (0.0, False, 1.0, True, False),
     "jump_prob": (0.0, False, 1.0, False, False),
-    "width_s": (0.0, True, None, False, False),
-    "step_s": (0.0, True, None, False, False),
-    "duration_s": (0.0, True, None, False, False),
+    "at_s": (0.0, False, MAX_WORKLOAD_S, False, False),
+    "width_s": (0.0, True, MAX_WORKLOAD_S, False, False),
+    "step_s": (0.0, True, MAX_WORKLOAD_S, False, False),
+    "duration_s": (0.0, True, MAX_WORKLOAD_S, False, False),
 }
 
 
@@ -72,24 +81,34 @@ def check_workload(spec: Any, where: str) -> dict[str, Any]:
     Returns a copy; problems are one `UserError` line starting with `where`."""
     if not isinstance(spec, Mapping) or spec.get("kind") not in WORKLOAD_KINDS:
         kind = spec.get("kind") if isinstance(spec, Mapping) else spec
-        raise UserError(f"{where}: workload kind {kind!r} unknown; expected one of {', '.join(WORKLOAD_KINDS)}")
+        raise UserError(f"{where}: workload kind {brief(kind)} unknown; expected one of {', '.join(WORKLOAD_KINDS)}")
     kind = str(spec["kind"])
     check_keys(spec, ("kind", *WORKLOAD_KEYS[kind]), f"{where}: workload ({kind})")
     out = dict(spec)
     for key, value in spec.items():
         if key in ("kind", "path", "levels") or value is None:
             continue
-        lo, lo_open, hi, hi_open, whole = _RANGES.get(key, (0.0, False, None, False, False))
+        lo, lo_open, hi, hi_open, whole = _RANGES.get(key, (0.0, False, MAX_RATE, False, False))
         if key in ("start", "end", "mean", "amplitude", "base", "peak"):
-            lo, lo_open = None, False  # a shape's level may dip below zero (rates are clipped at 0), e.g. a cosine
+            lo, lo_open = -MAX_RATE, False  # a shape's level may dip below zero (rates are clipped at 0)
         out[key] = number(spec, key, None, f"{where}: workload ({kind})", lo=lo, hi=hi, lo_open=lo_open,
-                          hi_open=hi_open, integer=whole)  # fmt: skip
+                          hi_open=hi_open, integer=whole, duration=key.endswith("_s"))  # fmt: skip
     if kind == "steps":
         levels = spec.get("levels")
         if not isinstance(levels, list) or not levels:
             raise UserError(f"{where}: workload (steps): 'levels' must be a non-empty list of rates")
         for i, level in enumerate(levels):
-            number({f"levels[{i}]": level}, f"levels[{i}]", None, f"{where}: workload (steps)", lo=0.0)
+            number({f"levels[{i}]": level}, f"levels[{i}]", None, f"{where}: workload (steps)", lo=0.0,
+                   hi=MAX_RATE)
+    if kind == "csv" and not isinstance(spec.get("path"), str):
+        raise UserError(f"{where}: workload (csv): 'path' must be the file name of a rate CSV")
+    if kind not in ("taxi", "steps", "csv") and out.get("duration_s") is None:
+        raise UserError(f"{where}: workload ({kind}) needs 'duration_s' (how long it lasts, e.g. 3600 or 1h)")
+    if kind != "csv" or out.get("duration_s") is not None:  # a CSV's own length is known once read
+        length = workload_duration_s(out)
+        if length > MAX_WORKLOAD_S:
+            raise UserError(f"{where}: workload ({kind}) lasts {length:,} s, more than the {MAX_WORKLOAD_S:,} s "
+                            "(30 days) a run may have")
     return out
 
 
@@ -99,7 +118,7 @@ def _get(spec: Mapping[str, Any], key: str, default: Any = None, *, positive: bo
         raise UserError(f"workload '{spec.get('kind')}' needs '{key}'")
     if isinstance(default, int | float) or isinstance(value, int | float):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise UserError(f"workload '{spec.get('kind')}': '{key}' must be a number, got {value!r}")
+            raise UserError(f"workload '{spec.get('kind')}': '{key}' must be a number, got {brief(value)}")
         if not math.isfinite(value):
             raise UserError(f"workload '{spec.get('kind')}': '{key}' must be finite, got {value}")
         if value < 0 or (positive and value == 0):
@@ -138,8 +157,14 @@ def workload_duration_s(spec: Mapping[str, Any]) -> int:
 
 
 def _read_rate_csv(path: Path) -> list[tuple[float, float]]:
+    from gesscale.inputfile import check_regular, read_text
+
+    if not path.exists() and not path.is_symlink():
+        raise UserError(f"workload CSV not found: {path}")
+    check_regular(path, "workload CSV")
+    text = read_text(path, "workload CSV", hint=" (a rate CSV is text: header t_s,rate)")
     try:
-        with path.open(newline="") as fh:
+        with io.StringIO(text, newline="") as fh:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or not {"t_s", "rate"} <= {f.strip() for f in reader.fieldnames}:
                 raise UserError(f"{path}: a rate CSV needs the header columns t_s,rate")
@@ -150,13 +175,15 @@ def _read_rate_csv(path: Path) -> list[tuple[float, float]]:
                     t, r = float(row["t_s"]), float(row["rate"])
                 except (TypeError, ValueError):
                     raise UserError(f"{path}:{i}: t_s and rate must be numbers") from None
+                if not (math.isfinite(t) and math.isfinite(r)):
+                    raise UserError(f"{path}:{i}: t_s and rate must be finite numbers")
                 if t < 0 or r < 0:
                     raise UserError(f"{path}:{i}: t_s and rate must not be negative")
+                if t > MAX_CSV_TIME_S:
+                    raise UserError(f"{path}:{i}: t_s {t:g} is beyond {MAX_CSV_TIME_S:g} s (30 days)")
                 rows.append((t, r))
-    except FileNotFoundError:
-        raise UserError(f"workload CSV not found: {path}") from None
-    except OSError as err:
-        raise UserError(f"cannot read workload CSV {path}: {err.strerror}") from None
+    except csv.Error as err:
+        raise UserError(f"{path}: not a rate CSV ({err})") from None
     if not rows:
         raise UserError(f"{path}: no rows")
     rows.sort()
@@ -172,10 +199,12 @@ def rate_profile(spec: Mapping[str, Any], duration_s: int | None = None, seed: i
         raise UserError("workload must be a mapping with a 'kind'")
     kind = spec.get("kind")
     if kind not in WORKLOAD_KINDS:
-        raise UserError(f"unknown workload kind {kind!r}; expected one of {', '.join(WORKLOAD_KINDS)}")
+        raise UserError(f"unknown workload kind {brief(kind)}; expected one of {', '.join(WORKLOAD_KINDS)}")
     n = int(duration_s if duration_s is not None else workload_duration_s(spec))
     if n <= 0:
         raise UserError("workload duration must be positive")
+    if n > MAX_WORKLOAD_S:
+        raise UserError(f"workload lasts {n:,} s, more than the {MAX_WORKLOAD_S:,} s (30 days) a run may have")
     rng = np.random.default_rng(seed)
     t = np.arange(n, dtype=float)
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import errno
 import importlib
+import math
 import os
 import pkgutil
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
+import typer.main
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief, one_line
 
 app = typer.Typer(
     name="gesscale",
@@ -88,13 +92,61 @@ def _path_error_line(err: OSError) -> str | None:
     return f"gesscale: error: {names}: {err.strerror}"
 
 
+# Every value given on the command line, whatever the option, is checked by kind before a command sees it: a
+# number must be finite (`nan` and `inf` pass every range check unnoticed) and an integer at most 18 digits; a
+# text (a name, an image, a path, KEY=VALUE) holds no control character (a newline in `--image` would become a
+# second line of a manifest or script).
+MAX_INT_DIGITS = 18
+
+
+def value_problem(value: Any) -> str | None:
+    """What is wrong with a converted command-line value (None: nothing), by its Python type."""
+    if isinstance(value, list | tuple):
+        return next((p for p in map(value_problem, value) if p), None)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    if isinstance(value, int) and len(str(abs(value))) > MAX_INT_DIGITS:
+        return f"must have at most {MAX_INT_DIGITS} digits, got a {len(str(abs(value)))}-digit number"
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if isinstance(text, str) and any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return f"must not contain control characters (newline, tab, ...), got {brief(text)}"
+    return None
+
+
+def _checked(process_value: Callable[[Any, Any], Any], param: Any) -> Callable[[Any, Any], Any]:
+    def process_checked(ctx: Any, value: Any) -> Any:
+        converted = process_value(ctx, value)
+        problem = value_problem(converted)
+        if problem:
+            raise typer.BadParameter(problem, ctx=ctx, param=param)
+        return converted
+
+    process_checked.gesscale_checked = True  # type: ignore[attr-defined]
+    return process_checked
+
+
+def harden(command: Any) -> Any:
+    """Give every parameter of the command tree the checks of `value_problem`; returns the tree."""
+    stack = [command]
+    while stack:
+        cmd = stack.pop()
+        stack.extend((getattr(cmd, "commands", None) or {}).values())
+        for param in cmd.params:
+            if not getattr(param.process_value, "gesscale_checked", False):
+                param.process_value = _checked(param.process_value, param)
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end as one line on stderr with exit code 2, never a traceback."""
     try:
         # Without standalone mode click returns the code of a `typer.Exit` instead of raising it.
-        code = app(args=argv, prog_name="gesscale", standalone_mode=False)
+        command = harden(typer.main.get_command(app))
+        code = command(args=argv, prog_name="gesscale", standalone_mode=False)
     except UserError as err:
-        print(f"gesscale: error: {err}", file=sys.stderr)
+        print(f"gesscale: error: {one_line(str(err))}", file=sys.stderr)
         return err.exit_code
     except _EXIT as ex:
         return int(ex.exit_code)  # type: ignore[attr-defined]
@@ -120,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     except (_ABORT, KeyboardInterrupt):
         print("gesscale: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as ex:  # gesscale itself never calls exit inside a command: a plug-in or a query did
+        print(f"gesscale: error: code loaded from a file (a policy plug-in or a query) called exit({brief(ex.code)});"
+              " it must raise an exception instead", file=sys.stderr)
+        return 2
     return code if isinstance(code, int) else 0
 
 

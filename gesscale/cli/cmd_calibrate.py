@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("calibrate")
     def calibrate_cmd(
+        ctx: typer.Context,
         backend: str = typer.Option("sim", "--backend", help="Where to measure: sim (the scenario's ground truth) "
                                     "or local (the real Spark job on a fog testbed brought up on this machine)."),
         scenario: Path = typer.Option(
@@ -141,6 +142,7 @@ def register(app: typer.Typer) -> None:
         console = Console(soft_wrap=True)
         if backend == "sim" and query is not None:
             raise UserError("--query applies to --backend local (the simulator has no query, only its ground truth)")
+        _refuse_other_backend(ctx, backend)
         if backend == "sim":
             from gesscale.probe import SimProbeTarget, calibrate
             from gesscale.scenario import load_scenario
@@ -233,6 +235,25 @@ def _report(console: Console, title: str, cal: Any) -> None:
         console.print(f"note: at {which} the injector fell short of a tried rate: this machine (which also runs the "
                       "broker, the driver and the injector) was the bottleneck, so that MST may be the machine's "
                       "ceiling rather than the configuration's (\"machine_limited\" in the file)")
+
+
+# Options that only one backend reads (their help starts with it): given with the other, they would be ignored.
+_ONLY = {"sim": ("scenario", "seed"),
+         "local": ("latency_map", "node_cpu", "max_rows_per_batch", "run_dir", "job_warmup_s", "port_shift", "wan",
+                   "site")}
+
+
+def _refuse_other_backend(ctx: typer.Context, backend: str) -> None:
+    """One line for an option of the other backend given on the command line (it would be silently ignored)."""
+    for other, names in _ONLY.items():
+        if other == backend:
+            continue
+        for name in names:
+            source = ctx.get_parameter_source(name)
+            if source is not None and source.name == "COMMANDLINE":
+                param = next(p for p in ctx.command.params if p.name == name)
+                raise UserError(f"{param.opts[0]} applies to --backend {other} only; --backend {backend} "
+                                "would ignore it")
 
 
 def _check_out(out: Path) -> None:

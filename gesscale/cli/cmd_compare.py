@@ -70,12 +70,14 @@ def register(app: typer.Typer) -> None:
     @controller_flags("sim")
     def compare(
         scenarios: Path = typer.Option(
-            Path("scenarios"), "--scenarios", "-s", help="Folder of scenario YAML files; every *.yaml is run."
+            Path("scenarios"), "--scenarios", "-s",
+            help="Folder of scenario YAML files (every *.yaml is run), or one scenario file.",
         ),
         policies: str = typer.Option(
             "all", "--policies", "-p", help="Comma-separated policy ids, 'all', or 'help' to list them."
         ),
-        seeds: int = typer.Option(3, "--seeds", "-n", min=1, help="Runs per policy and scenario (medians are kept)."),
+        seeds: int = typer.Option(3, "--seeds", "-n", min=1, max=1000,
+                                   help="Runs per policy and scenario (medians are kept)."),
         out: Path = typer.Option(
             Path("out/compare"), "--out", "-o",
             help="Output folder: matrix.json, matrix.md, heatmap-*, regret-boxplots and replicas-<scenario> figures"
@@ -125,6 +127,10 @@ def register(app: typer.Typer) -> None:
             console.print("Policies:")
             print_policy_list(console)
             return
+        from gesscale.cli.outputs import check_output_dir
+
+        check_output_dir(out, "--out")  # before the runs, not after them
+        check_output_dir(timeseries, "--timeseries")
         ids = parse_policy_list(policies)
         files = find_scenarios(scenarios)
         run_ids = with_references(ids)  # optimal and ideal always run: the regret is against them
@@ -136,6 +142,8 @@ def register(app: typer.Typer) -> None:
             task = bar.add_task(f"{len(files)} scenarios × {len(run_ids)} policies × {seeds} seeds", total=len(jobs))
             results = run_matrix(jobs, n_workers, progress=lambda r: bar.advance(task))
         simulated = time.monotonic() - started
+        for line in dict.fromkeys(f"{r.scenario}: {w}" for r in results for w in r.warnings):
+            err.print(f"gesscale: warning: {line}", highlight=False, soft_wrap=True)
         paths = write_outputs(results, out, seeds, n_workers, requested=ids)
         if timeseries is not None:
             from gesscale.compare import write_timeseries

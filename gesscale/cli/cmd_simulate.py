@@ -52,7 +52,8 @@ def register(app: typer.Typer) -> None:
             DEFAULT_POLICIES, "--policies", "-p", is_eager=True, callback=_policies_help,
             help="Comma-separated policy ids, 'all', or 'help' to list them.",
         ),
-        seeds: int = typer.Option(1, "--seeds", "-n", min=1, help="Runs per policy (seeds scenario.seed, +1, ...)."),
+        seeds: int = typer.Option(1, "--seeds", "-n", min=1, max=1000,
+                                   help="Runs per policy (seeds scenario.seed, +1, ...)."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (docs/metrics.md keys)."),
         plot: Path | None = typer.Option(
             None, "--plot", help="Folder for the Figure-7-style panel of every policy (first seed):"
@@ -84,6 +85,7 @@ def register(app: typer.Typer) -> None:
         Controller options (--control-period, --warmup, --min-replicas, ...) replace the scenario's; policy
         options (--policy-option KEY=VALUE) those of its `policy_options:` section (`gesscale options`).
         """
+        from gesscale.cli.outputs import check_output_dir, check_output_file
         from gesscale.cli.tables import output_console, print_table
         from gesscale.options import parse_policy_option_args
         from gesscale.policies.base import parse_policy_list
@@ -93,6 +95,9 @@ def register(app: typer.Typer) -> None:
 
         out = output_console()
         err = Console(stderr=True)
+        check_output_file(json_out, "--json")  # before the runs, not after them
+        check_output_dir(plot, "--plot")
+        check_output_dir(timeseries, "--timeseries")
         ids = parse_policy_list(policies)
         run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them
         popts = parse_policy_option_args(policy_option_args or [], ids)
@@ -119,6 +124,10 @@ def register(app: typer.Typer) -> None:
                 sc, run_ids, seeds, progress=lambda pid, seed: bar.advance(task),
                 keep_history_first=plot is not None or timeseries is not None, policy_options=popts, **extra,
             )
+        from gesscale.policies.optimal import summary_warnings
+
+        for line in dict.fromkeys(w for r in results.get("optimal", []) for w in summary_warnings(r.model)):
+            err.print(f"gesscale: warning: {sc.name}: {line}", highlight=False, soft_wrap=True)
         duration = next(iter(results.values()))[0].duration_s
         doc = simulate_json(sc.name, duration, results, requested=ids)
         title = f"{sc.name}: medians over {seeds} seed(s), {duration / 60:.0f} min of input"

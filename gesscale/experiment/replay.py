@@ -15,21 +15,33 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, cut
 from gesscale.experiment.spec import ExperimentSpec
 
 
 def _read(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise UserError(f"{path.parent}: not an experiment bundle (no {path.name})") from None
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"cannot read {path}: {err}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"cannot read {path}: {cut(str(err))}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{path}: a damaged bundle file (not a JSON object)")
+    return doc
 
 
 def spec_of_bundle(bundle: Path, extra_policies: Sequence[str] = ()) -> ExperimentSpec:
-    """The spec a bundle was made with (its `spec.resolved.json`), with `extra_policies` appended."""
+    """The spec a bundle was made with (its `spec.resolved.json`), with `extra_policies` appended; a damaged
+    file (not a mapping, a key missing or of the wrong type) is one `UserError`."""
+    try:
+        return _spec_of_bundle(bundle, extra_policies)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise UserError(f"{bundle}: a damaged bundle: spec.resolved.json is not a spec as `experiment run` writes "
+                        f"it ({type(err).__name__}: {cut(str(err))})") from None
+
+
+def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str]) -> ExperimentSpec:
     doc = _read(bundle / "spec.resolved.json")
     if doc.get("environment") != "sim":
         raise UserError(f"{bundle}: environment {doc.get('environment')!r} cannot be replayed yet (only sim bundles)")

@@ -136,7 +136,8 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     if env not in ENVIRONMENTS:
         raise UserError(f"{where}: 'environment' must be one of {', '.join(ENVIRONMENTS)}, got {env!r}")
     if env not in BUILT:
-        raise UserError(f"{where}: environment '{env}' is not built yet (only 'sim' runs: the simulator)")
+        raise UserError(f"{where}: environment '{env}' is not built yet (built: "
+                        f"{', '.join(repr(b) for b in BUILT)}: the simulator and the local testbed)")
     if env == "local":
         return _local_spec(data, where, root)
     for key in ("local", "sim_policies"):

@@ -19,10 +19,11 @@ the downward API; the `restart` strategy changes that annotation, nothing else.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.k8s.names import (
     APP_LABEL,
     EXECUTORS_ANNOTATION,
@@ -55,6 +56,17 @@ def _mebibytes(text: str) -> int:
     if not t or t[-1] not in units or not t[:-1].replace(".", "", 1).isdigit():
         raise UserError(f"memory {text!r}: expected a number with k, m, g or t (e.g. 1g, 384m)")
     return int(round(float(t[:-1]) * units[t[-1]]))
+
+
+_CPU = re.compile(r"^(?:[0-9]+(?:\.[0-9]{1,3})?|[0-9]+m)$")
+
+
+def _cpu(text: str, what: str) -> str:
+    """A Kubernetes CPU quantity ('1', '0.5', '500m'), above zero; a `UserError` otherwise."""
+    t = str(text).strip()
+    if not _CPU.match(t) or float(t.removesuffix("m")) == 0:
+        raise UserError(f"{what} {brief(text)}: expected a CPU quantity above 0 such as 1, 0.5 or 500m")
+    return t
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,9 @@ class SubmitSpec:
         for port in (self.http_port, self.ui_port):
             if not 1 <= port <= 65535:
                 raise UserError(f"port {port} out of range")
+        _cpu(self.executor_cpu_request, "executor CPU")
+        _cpu(self.executor_cpu_limit, "executor CPU limit")
+        _cpu(self.driver_cpu_request, "driver CPU")
         _mebibytes(self.executor_memory)
         _mebibytes(self.executor_memory_overhead)
         _mebibytes(self.driver_memory)

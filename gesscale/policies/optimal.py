@@ -21,13 +21,14 @@ reported. Simulator only: on a live backend it holds its replica count.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from gesscale import placement
 from gesscale.observation import Decision, Observation
-from gesscale.optimal_dp import OfflinePlan, OfflineProblem, solve
+from gesscale.optimal_dp import OfflinePlan, OfflineProblem, coarsened, solve
 from gesscale.policies.base import Policy, PolicyContext, register
 
 
@@ -38,15 +39,19 @@ def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) 
     names = list(lmap.names)
     n_max = max(1, min(sc.max_replicas, len(names)))
     order = placement.grow(lmap.at(0).graph(), [], names, n_max)
-    T, L = len(backend.rate), backend.period
+    T = len(backend.rate)
     pause = int(round(sc.truth.reconfig_pause_s))
     delay = int(min(T, max(1, math.ceil(max_delay_s))))
     n_start = min(n_max, sc.truth.initial_replicas)
     floor = min(sc.min_replicas, n_max)  # every decision respects it; only the start may lie below
     n_min = min(floor, n_start)
-    draft = OfflineProblem(np.asarray(backend.rate, dtype=float), np.zeros((n_max + 1, 0)), L, pause, n_min, n_max,
-                           n_start, delay, max_excess, bins, floor)
-    H = draft.periods * L
+    L = backend.period
+    # Capacity for the widest horizon `solve_relaxed` may reach: every bound relaxed to its limit, decided on the
+    # coarsest grid `coarsened` may choose (a period up to the deadline: a horizon up to twice it).
+    widest = OfflineProblem(np.asarray(backend.rate, dtype=float), np.zeros((n_max + 1, 0)), L, pause, n_min,
+                            n_max, n_start, T, 1.0, bins, floor)
+    draft = replace(widest, max_delay_s=delay, max_excess=max_excess)
+    H = 2 * (widest.deadline_s + L)
     noise = np.ones(H)
     have = min(H, len(backend.mst_noise))
     noise[:have] = backend.mst_noise[:have]
@@ -62,10 +67,12 @@ def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) 
 
 
 def solve_relaxed(problem: OfflineProblem) -> tuple[OfflinePlan, OfflineProblem]:
-    """Solve; when infeasible, double the delay bound up to the input length, then allow excess up to 1.0."""
+    """Solve; when infeasible, double the delay bound up to the input length, then allow excess up to 1.0. Each
+    problem is solved on the control periods, or every few of them when its programme would not fit in memory
+    (`gesscale.optimal_dp.coarsened`)."""
     T = problem.duration_s
     while True:
-        plan = solve(problem)
+        plan = solve(problem := coarsened(problem))
         if plan.feasible:
             return plan, problem
         if problem.max_delay_s < T:
@@ -77,8 +84,6 @@ def solve_relaxed(problem: OfflineProblem) -> tuple[OfflinePlan, OfflineProblem]
 
 
 def _with(problem: OfflineProblem, **changes: Any) -> OfflineProblem:
-    from dataclasses import replace
-
     return replace(problem, **changes)
 
 
@@ -92,6 +97,12 @@ class OptimalPolicy(Policy):
         "bins": "Backlog discretisation of the dynamic programme (more: exact, slower).",
     }
 
+    option_bounds: ClassVar[dict[str, tuple]] = {
+        "max_delay_s": (1.0, 30 * 86400.0, False),
+        "max_excess": (0.0, 10.0, False),
+        "bins": (2, 100_000, False),  # memory grows with it: `gesscale.optimal_dp.coarsened` keeps it in bounds
+    }
+
     id = "optimal"
     summary = "offline reference: cheapest schedule paying every pause (excess <= 0, delay <= 300 s; DP)"
     latency_aware = True
@@ -100,20 +111,31 @@ class OptimalPolicy(Policy):
         self.max_delay_s = max_delay_s
         self.max_excess = max_excess
         self.bins = bins
+        self.control_period_s = 0
+        self.asked: tuple[int, float] = (0, 0.0)
         self.plan: OfflinePlan | None = None
         self.problem: OfflineProblem | None = None
         self.order: list[str] = []
 
     def prepare_offline(self, backend: Any) -> None:
-        """Read the whole run from the simulator and solve it (called by `gesscale.simulate.run_once`)."""
+        """Read the whole run from the simulator and solve it (called by `gesscale.simulate.run_once`).
+
+        When no schedule within `max_replicas` drains the backlog even with every bound relaxed, the plan holds
+        `max_replicas` throughout (the most the scenario allows) and the summary says it is infeasible."""
         problem, self.order = problem_for(backend, self.max_delay_s, self.max_excess, self.bins)
-        self.plan, self.problem = solve_relaxed(problem)
+        self.control_period_s = backend.period
+        self.asked = (problem.max_delay_s, problem.max_excess)
+        plan, self.problem = solve_relaxed(problem)
+        if not plan.feasible:
+            plan = replace(plan, targets=(problem.n_start, *[problem.n_max] * (len(plan.targets) - 1)))
+        self.plan = plan
 
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """The planned count of the next period, on the nested min-ND_max sets."""
         if self.plan is None or self.problem is None:
             return Decision(obs.n, "no offline plan (simulator only)")
-        k = int(round(obs.time_s / self.problem.period_s))
+        # The programme may decide every few control periods (`decision_stride`): hold in between.
+        k = int(math.floor(obs.time_s / self.problem.period_s + 1e-6))
         target = self.plan.targets[min(k, len(self.plan.targets) - 1)]
         chosen = self.order[:target]
         if target > obs.n:
@@ -128,13 +150,45 @@ class OptimalPolicy(Policy):
         """The bracket on the optimum and the bounds actually used."""
         if self.plan is None or self.problem is None:
             return None
+        def finite(x: float) -> float | None:  # an infeasible plan has no cost: null in JSON, not Infinity
+            return float(x) if math.isfinite(x) else None
+
         return {
-            "optimal_cost_lower": float(self.plan.cost_lower),
-            "optimal_cost_upper": float(self.plan.cost_upper),
-            "plan_cost": float(self.plan.cost_plan),
-            "discretisation_gap": float(self.plan.gap),
+            "optimal_cost_lower": finite(self.plan.cost_lower),
+            "optimal_cost_upper": finite(self.plan.cost_upper),
+            "plan_cost": finite(self.plan.cost_plan),
+            "discretisation_gap": finite(self.plan.gap),
             "backlog_step": float(self.plan.backlog_step),
             "max_delay_s": self.problem.max_delay_s,
             "max_excess": self.problem.max_excess,
             "feasible": self.plan.feasible,
+            "bounds_relaxed": (self.problem.max_delay_s, self.problem.max_excess) != self.asked,
+            "requested_max_delay_s": self.asked[0],
+            "requested_max_excess": self.asked[1],
+            "n_max": self.problem.n_max,
+            "decision_period_s": self.problem.period_s,
+            "control_period_s": self.control_period_s,
         }
+
+
+def summary_warnings(summary: dict[str, Any] | None) -> list[str]:
+    """What a run of `optimal` could not do as asked (its `model_summary()`), as warnings for the CLI: bounds it
+    had to relax (a peak beyond `max_replicas`), no feasible schedule at all, or decisions on a coarser grid."""
+    if not summary:
+        return []
+    out = []
+    n_max = summary.get("n_max")
+    if not summary.get("feasible", True):
+        out.append(f"optimal: no schedule within max_replicas {n_max} drains the backlog even with every bound "
+                   f"relaxed (the load exceeds what {n_max} replicas carry); it holds {n_max} replicas, and its "
+                   "row and the c/opt column compare against that, not against an optimum")
+    elif summary.get("bounds_relaxed"):
+        out.append(f"optimal: with max_replicas {n_max} no schedule meets every record within "
+                   f"{summary['requested_max_delay_s']:g} s and excess <= {summary['requested_max_excess']:g}; "
+                   f"it meets every record within {summary['max_delay_s']:g} s and excess <= "
+                   f"{summary['max_excess']:g} instead (its row and c/opt are against these bounds)")
+    decision, period = summary.get("decision_period_s"), summary.get("control_period_s")
+    if decision and period and decision != period:
+        out.append(f"optimal: decides every {decision:g} s rather than every control period ({period:g} s), so that "
+                   "its programme fits in memory; its cost is the optimum over schedules changing at most that often")
+    return out

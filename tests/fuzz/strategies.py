@@ -1,0 +1,207 @@
+"""Hypothesis strategies for every input schema: a valid document with a few of its values replaced by hostile
+ones (wrong types, NaN and infinity, huge integers, out-of-range numbers, control characters, deep nesting),
+keys removed or added, so that both the valid and the invalid sides of each check are drawn."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from gesscale.config import ControllerConfig
+from gesscale.workloads import WORKLOAD_KEYS
+
+# Numbers at and beyond the edges of every declared range.
+EDGE_NUMBERS = [0, -1, 1, 2, 0.5, -0.0, 1e-308, 1e308, -1e308, 86400, 86401, 3600, 3601, 1e9, 1e9 + 1,
+                2**31, 2**63, 10**19, 10**400, -(10**400), math.nan, math.inf, -math.inf]
+DURATION_TEXTS = ["4h", "10s", "2m", "1.5min", "500ms", "1d", "2d", "1e400s", "nan", "inf", "-5m", "5 h", "h",
+                  "", " ", "10s\n", "1" * 500]
+
+texts = st.text(max_size=20) | st.sampled_from(["a\nb", "\x00", "\t", "x" * 5000, "../../etc/passwd", "é", "\u202e"])
+numbers = (st.sampled_from(EDGE_NUMBERS) | st.integers(-(10**6), 10**6) | st.integers(-(10**500), 10**500)
+           | st.floats(allow_nan=True, allow_infinity=True))
+
+
+def nested(depth: int = 4) -> st.SearchStrategy[Any]:
+    """Lists and mappings of scalars, a few levels deep."""
+    return st.recursive(numbers | texts | st.none() | st.booleans(),
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+                        max_leaves=8)
+
+
+hostile = (numbers | texts | st.none() | st.booleans() | st.sampled_from(DURATION_TEXTS) | nested()
+           | st.builds(lambda n: [[[0]]] * n, st.integers(0, 3)))
+
+MAP = {"nodes": ["a", "b", "c"], "rtt_ms": {"a": {"b": 10, "c": 20}, "b": {"c": 15}}}
+_KIND_BASES = {
+    "taxi": {"kind": "taxi", "speed": 10, "duplication": 3, "days": 0.5},
+    "cosine": {"kind": "cosine", "mean": 100, "amplitude": 50, "period_s": 3600, "duration_s": 7200},
+    "random": {"kind": "random", "mean": 100, "spread": 50, "duration_s": 3600},
+    "increasing": {"kind": "increasing", "start": 10, "end": 200, "duration_s": 3600},
+    "decreasing": {"kind": "decreasing", "start": 200, "end": 10, "duration_s": 3600},
+    "spike": {"kind": "spike", "base": 50, "peak": 300, "at_s": 600, "width_s": 300, "duration_s": 3600},
+    "steps": {"kind": "steps", "levels": [50, 150, 80], "step_s": 600},
+}
+
+
+def base_scenario(kind: str) -> dict[str, Any]:
+    """A valid scenario with an inline map and a workload of `kind`."""
+    return {
+        "name": "fuzz", "control_period_s": 60, "warmup_s": 180, "seed": 1,
+        "cluster": {**copy.deepcopy(MAP), "min_replicas": 1, "max_replicas": 3},
+        "operator": {"alpha": 60.0, "beta": 0.9, "gamma": 0.1, "noise": 0.03, "reconfig_pause_s": 120,
+                     "initial_replicas": 1},
+        "workload": copy.deepcopy(_KIND_BASES[kind]),
+    }
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path of a nested mapping (the places a mutation may hit)."""
+    out = []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.append((*prefix, k))
+            out.extend(_paths(v, (*prefix, k)))
+    return out
+
+
+def _set(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    for k in path[:-1]:
+        nxt = doc.get(k)
+        if not isinstance(nxt, dict):
+            nxt = doc[k] = {}
+        doc = nxt
+    doc[path[-1]] = value
+
+
+def _delete(doc: dict[str, Any], path: tuple[Any, ...]) -> None:
+    for k in path[:-1]:
+        doc = doc.get(k)
+        if not isinstance(doc, dict):
+            return
+    doc.pop(path[-1], None)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: dict[str, Any], extra_paths: list[tuple[Any, ...]] = ()) -> dict[str, Any]:
+    """`base` with 0 to 3 mutations: a value replaced by a hostile one, a key deleted or an unknown key added."""
+    doc = copy.deepcopy(base)
+    paths = _paths(doc) + list(extra_paths)
+    for _ in range(draw(st.integers(0, 3))):
+        action = draw(st.sampled_from(["set", "set", "set", "delete", "add"]))
+        path = draw(st.sampled_from(paths))
+        if action == "set":
+            _set(doc, path, draw(hostile))
+        elif action == "delete":
+            _delete(doc, path)
+        else:
+            _set(doc, (*path[:-1], draw(texts)), draw(hostile))
+    return doc
+
+
+_CONTROLLER = [("controller", f) for f in ControllerConfig.__dataclass_fields__ if f != "recommend_only"]
+_POLICY_OPTIONS = [("policy_options", "optimal", "bins"), ("policy_options", "optimal", "max_delay_s"),
+                   ("policy_options", "keda-lag", "lag_threshold"), ("policy_options", "static", "replicas"),
+                   ("policy_options", "gesscale-plus", "trend_window")]
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """Scenario documents (docs/scenarios.md), valid and not."""
+    kind = draw(st.sampled_from(sorted(_KIND_BASES)))
+    workload_keys = [("workload", k) for k in WORKLOAD_KEYS[kind]]
+    return draw(mutated(base_scenario(kind), [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys]))
+
+
+LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")
+
+
+@st.composite
+def latency_maps(draw: st.DrawFn) -> dict[str, Any]:
+    """Latency map documents: nodes, RTTs, defaults, link properties, changes."""
+    base = {**copy.deepcopy(MAP), "default_rtt_ms": 30, "link_defaults": {"jitter_ms": 1, "loss_pct": 0},
+            "changes": [{"t_s": 600, "node": "a", "add_rtt_ms": 10}]}
+    extra = [("link_defaults", k) for k in LINK_KEYS] + [("derive",), ("geo",), ("symmetry_tolerance_ms",)]
+    return draw(mutated(base, extra))
+
+
+@st.composite
+def experiment_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """Experiment spec documents (docs/experiments.md) for the simulator."""
+    base = {"name": "fuzz", "environment": "sim", "scenario": "s.yaml", "policies": ["static", "gesscale"],
+            "seeds": 2, "control_period_s": 60}
+    extra = [("workload",), ("latency_map",), ("controller",), ("policy_options",), ("model",)]
+    return draw(mutated(base, extra))
+
+
+@st.composite
+def state_texts(draw: st.DrawFn) -> str:
+    """Controller state files: JSON (with NaN and Infinity as Python writes them), or damaged text."""
+    base = {"policy": "gesscale", "policy_state": {"alpha": 60.0}, "last_reconfig_s": 120.0,
+            "pending": {"nodes": ["a"], "time_s": 60.0}, "rng": None}
+    doc = draw(mutated(base))
+    text = json.dumps(doc, default=str)
+    return draw(st.sampled_from([text, text[: len(text) // 2], text + "\x00", "\ufeff" + text]))
+
+
+@st.composite
+def rate_csvs(draw: st.DrawFn) -> bytes:
+    """Rate CSV files (t_s,rate): text with hostile cells, binary, gzip, or no header."""
+    import gzip
+
+    rows = draw(st.lists(st.tuples(numbers | texts, numbers | texts), min_size=0, max_size=6))
+    header = draw(st.sampled_from(["t_s,rate", "t_s, rate", "rate", "", "t_s,rate,extra"]))
+    text = "\n".join([header, *(f"{a},{b}" for a, b in rows)]) + "\n"
+    data = text.encode("utf-8", "surrogatepass")
+    return draw(st.sampled_from([data, gzip.compress(data), b"\x00\xff" + data, data * 3]))
+
+
+@st.composite
+def bundle_specs(draw: st.DrawFn) -> str:
+    """A bundle's spec.resolved.json: a spec as `experiment run` writes it, mutated, or not a mapping."""
+    base = {"name": "fuzz", "environment": "sim", "scenario_path": "s.yaml", "policies": ["static"], "seeds": 1,
+            "latency_map": None, "workload": None, "control_period_s": None, "controller": {},
+            "policy_options": {}, "model": None}
+    doc = draw(mutated(base) | nested())
+    return json.dumps(doc, default=str)
+
+
+PLUGIN_BODIES = [
+    "raise SystemExit(0)", "raise SystemExit(3)", "import sys; sys.exit()",
+    "raise ValueError('x' * 100000)", "raise RuntimeError('a\\nb')", "def broken(:", "x = 1 / 0", "",
+    "import os; os.environ.get('HOME')", "raise MemoryError", "raise RecursionError", "class Nope: pass",
+]
+
+
+@st.composite
+def plugins(draw: st.DrawFn) -> str:
+    """A policy plug-in file: hostile module code, and a class that may or may not be a policy."""
+    body = draw(st.sampled_from(PLUGIN_BODIES))
+    policy = draw(st.sampled_from([
+        "", "from gesscale.policies.base import Policy\nclass Fuzz(Policy):\n    id = 'fuzz-plugin'\n",
+        "class Fuzz:\n    id = 'fuzz'\n", "Fuzz = 3\n",
+        "from gesscale.policies.base import Policy\nclass Fuzz(Policy):\n    id = None\n",
+        "from gesscale.policies.base import Policy\nclass Fuzz(Policy):\n    id = 'static'\n",
+    ]))
+    return f"{policy}\n{body}\n" if draw(st.booleans()) else f"{body}\n{policy}\n"
+
+
+def yaml_with_aliases(doc: Any) -> st.SearchStrategy[str]:
+    """The YAML text of `doc`, or of a document where aliases stand for repeated parts (bombs included)."""
+    import yaml
+
+    plain = yaml.safe_dump(doc, default_flow_style=None, allow_unicode=True)
+
+    def bomb(levels: int, width: int) -> str:
+        lines = ['l0: &l0 ["x"]']
+        for i in range(1, levels):
+            lines.append(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * width) + "]")
+        return "\n".join(lines) + "\n" + plain
+
+    return st.one_of(st.just(plain), st.builds(bomb, st.integers(1, 12), st.integers(1, 12)),
+                     st.builds(lambda n: "[" * n + "]" * n, st.integers(1, 20_000)),
+                     st.builds(lambda n: "- " * n + "x\n", st.integers(1, 20_000)),
+                     st.just("a: &a [*a]\n" + plain), st.just(plain.replace("  ", "\t", 1)))

@@ -30,6 +30,7 @@ def _live_bundle(tmp_path: Path, with_scenario: bool = True) -> Path:
     (bundle / "spec.resolved.json").write_text(json.dumps({"environment": "local", "sim_policies": ["ideal"]}))
     run = {"live": live, **({"calibrated_scenario": scenario} if with_scenario else {})}
     (bundle / "metrics.json").write_text(json.dumps({"environment": "local", "runs": {"gesscale": run}}))
+    (bundle / "manifest.json").write_text(json.dumps({"format": 2, "kind": "live", "files": {}, "inputs": {}}))
     return bundle
 
 

@@ -38,12 +38,14 @@ def test_the_manifest_lists_exactly_the_files_written_with_their_hashes(bundle: 
         (ROOT / "inventory/latency/pi10.yaml").read_bytes()
 
 
+def _listed(folder: Path) -> list[str]:
+    section = (folder / "report.html").read_text().split("<h2>Files of this bundle</h2>", 1)[1]
+    return re.findall(r"<li><code>([^<]+)</code></li>", section)
+
+
 def test_the_report_lists_the_bundle_once_and_nothing_else(bundle: Path) -> None:
-    page = (bundle / "report.html").read_text()
-    section = page.split("<h2>Files of this bundle</h2>", 1)[1]
-    listed = re.findall(r"<li><code>([^<]+)</code></li>", section)
-    assert len(listed) == len(set(listed))
-    assert set(listed) == _on_disk(bundle)
+    listed = _listed(bundle)
+    assert len(listed) == len(set(listed)) and set(listed) == _on_disk(bundle)
 
 
 def _spec(tmp_path: Path) -> Path:
@@ -75,6 +77,9 @@ def test_a_run_into_a_non_empty_folder_refuses_and_force_clears_only_what_the_bu
     shutil.move(tmp_path / "nested", out / "replay")
     run_experiment(spec, out, ["t"], force=True)
     assert not (out / "timeseries" / "stale.csv").exists()
+    listed = _listed(out)  # a second run into the folder: no stale file, and report.html once
+    assert len(listed) == len(set(listed)) and set(listed) == set(json.loads((out / "manifest.json").read_text())
+                                                                  ["files"]) | {"manifest.json"}
     assert (out / "replay" / "manifest.json").is_file()
     assert set(json.loads((out / "manifest.json").read_text())["files"]) | {"manifest.json"} == \
         _on_disk(out) - {p for p in _on_disk(out) if p.startswith("replay/")}

@@ -17,6 +17,7 @@ import pytest
 from gesscale.errors import UserError
 from gesscale.experiment.live import run_live_experiment
 from gesscale.experiment.repeats import block_plan
+from gesscale.experiment.replay import replay_live
 from gesscale.experiment.spec import spec_from_dict
 from tests.experiment.test_live_parts import _record
 
@@ -47,10 +48,20 @@ class StandIn:
             record = _record(10.0 * (i + 1), REPLICAS[opts.policy] if i > 1 else 1, 100.0 + block, 1.0)
             for listener in opts.listeners:
                 listener(record, None)
-        return {"produced": 600, "processed": 600, "lost": 0, "duplicated": 0,
+        return {"produced": 600, "processed": 600, "lost": 0, "duplicated": 0, "calibrated_scenario": _twin(opts),
                 "reconfigurations": [{"pause_s": 10.0}] * (1 + block % 2),
                 "load": {"rides_per_day": opts.rides_per_day, "chosen": "probe" if probed else "given"},
                 "options": {"control_period_s": 10.0}, "network": {"emulated": False}}
+
+
+def _twin(opts: Any) -> dict[str, Any]:
+    """A calibrated scenario as run_demo writes one (the simulated twin of the run)."""
+    from gesscale.latency_map import load_latency_map
+    from gesscale.testbed.report import calibrated_scenario
+
+    model = {"fitted": True, "alpha": 300.0, "beta": 0.8, "gamma": 1.0, "measurements": []}
+    lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
+    return calibrated_scenario(model, [], [12.0], lmap, opts.workload(), 10.0, 10.0, 3)
 
 
 def _spec(**extra: Any) -> Any:
@@ -98,6 +109,10 @@ def test_repeats_run_in_blocks_on_one_sized_day_with_statistics(tmp_path: Path) 
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["files"]) | {"manifest.json"} == _on_disk(out)
     assert "live/gesscale-b1/testbed.log" in manifest["files"] and not (out / "progress.json").exists()
+    # the replay runs every run's simulated twin, named by its run
+    doc = replay_live(out, [], tmp_path / "replay", seeds=1)
+    assert sorted(doc["twins"]) == sorted(metrics["runs"])
+    assert set(doc["twins"]["mdl-nlunaware-b2"]["simulated"]) == {"mdl-nlunaware"}
 
 
 def test_an_interrupted_experiment_resumes_where_it_stopped(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         policies: str = typer.Option("", "--policies", "-p", help="Policies to run besides the bundle's own "
                                      "(comma-separated ids)."),
         out: Path | None = typer.Option(None, "--out", "-o", help="Bundle of the replay, new or empty "
-                                        "[default: BUNDLE/replay]."),
+                                        "(default: BUNDLE/replay)."),
         force: bool = typer.Option(False, "--force", help="Replace the replay bundle in --out (only the files its "
                                    "manifest lists)."),
         trust_code: bool = typer.Option(False, "--trust-code", help="Load the plug-in policies the bundle carries "

@@ -108,3 +108,23 @@ def test_cli_second_run_without_force_is_one_line(tmp_path: Path) -> None:
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "--force" in again.stderr, again.stderr
     forced = subprocess.run([*argv, "--force"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert forced.returncode == 0, forced.stderr
+
+
+def test_a_run_cut_short_lists_what_it_wrote_so_that_force_can_clear_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import gesscale.experiment.html
+
+    spec = load_spec(_spec(tmp_path))
+    out = tmp_path / "b"
+
+    def cut(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(gesscale.experiment.html, "write_report", cut)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(spec, out, ["t"])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "run (incomplete)" and set(manifest["files"]) | {"manifest.json"} == _on_disk(out)
+    run_experiment(spec, out, ["t"], force=True)
+    assert json.loads((out / "manifest.json").read_text())["kind"] == "run"

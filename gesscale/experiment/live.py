@@ -133,6 +133,9 @@ def _start(spec: ExperimentSpec, out: Path, argv: list[str], resume: bool) -> di
                 json.loads(json.dumps(spec.resolved()))):
             raise UserError(f"--resume: the experiment file changed since {out} was started; run it into a new "
                             "folder")
+        # each sitting's code and machine: a checkout may have moved between them
+        state.setdefault("resumed", []).append({**environment_record(Path(__file__).resolve().parents[2], argv),
+                                                "runs_done_before": len(state["completed"])})
         return state
     seed = spec.order_seed if spec.order_seed is not None else secrets.randbelow(2**32)
     inputs, written = carry(spec, out)
@@ -217,7 +220,8 @@ def _assemble(spec: ExperimentSpec, out: Path, state: dict[str, Any]) -> list[Pa
     provenance = "synthetic diurnal taxi day (NYC weekday hourly shape) replayed into Kafka by the demo's producer"
     plan = {"order_seed": state["order_seed"], "blocks": state["blocks"], "rides_per_day": state["rides_per_day"],
             "sized_by": state["sized_by"]}
-    paths.append(write_json(out / "environment.json", {**state["environment"], "input": {
+    paths.append(write_json(out / "environment.json", {**state["environment"], "resumed": state.get("resumed", []),
+                                                         "input": {
         "provenance": provenance, "rides_per_day": state["rides_per_day"], "sized_by": state["sized_by"],
         "by_run": {rid: r["input"] for rid, r in runs.items()}}}))
     configured = load_latency_map(spec.latency_map or DEFAULT_MAP).to_dict()

@@ -136,6 +136,8 @@ def test_an_interrupted_experiment_resumes_where_it_stopped(tmp_path: Path) -> N
     assert {c[2] for c in again.calls}.isdisjoint(done) and all(c[1] == 4321 for c in again.calls)
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["runs"]) == 9 and metrics["statistics"]["pairs"][0]["blocks"] == [1, 2, 3]
+    resumed = json.loads((out / "environment.json").read_text())["resumed"]
+    assert len(resumed) == 1 and resumed[0]["runs_done_before"] == 4 and resumed[0]["git"]["commit"]
     assert set(json.loads((out / "manifest.json").read_text())["files"]) | {"manifest.json"} == _on_disk(out)
 
 

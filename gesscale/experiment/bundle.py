@@ -77,7 +77,7 @@ def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: lis
     """The body of `run_experiment`: appends every file to `paths` as soon as it is written."""
     from gesscale.experiment.html import write_report
     from gesscale.experiment.inputs import carry
-    from gesscale.experiment.manifest import inside, write_manifest
+    from gesscale.experiment.manifest import named, write_manifest
     from gesscale.experiment.paper import reproduction_markdown
     from gesscale.experiment.provenance import environment_record
     from gesscale.report import plot_figure7, simulate_json, workload_provenance, write_csv, write_json
@@ -96,7 +96,7 @@ def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: lis
                          policy_options=spec.policy_options.get(pid), on_step=log, **spec.controller)
             results[pid].append(r)
             decisions += log.rows
-            paths.append(write_csv(inside(out, "timeseries", f"{pid}-seed{seed}.csv"), period_rows(r),
+            paths.append(write_csv(named(out, "timeseries", f"{pid}-seed{seed}.csv"), period_rows(r),
                                    TIMESERIES_COLUMNS))
             if progress:
                 progress(pid, seed)

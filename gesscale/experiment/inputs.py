@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
-from gesscale.experiment.manifest import inside, sha256
+from gesscale.experiment.manifest import named, sha256
 
 INPUTS = "inputs"
 
@@ -70,7 +70,7 @@ def carry(spec: Any, out: Path, written: list[Path] | None = None) -> tuple[dict
         if not src.is_file():
             raise UserError(f"input {role}: file not found: {src}")
         name = role.replace(":", "-") + "".join(src.suffixes[-1:])
-        dest = inside(out, INPUTS, name)
+        dest = named(out, INPUTS, name)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
         entry: dict[str, Any] = {"file": f"{INPUTS}/{name}", "sha256": sha256(dest), "copied_from": str(src)}

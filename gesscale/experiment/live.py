@@ -30,7 +30,7 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.experiment.decisions import DECISION_COLUMNS, DecisionLog, model_figure
-from gesscale.experiment.manifest import PROGRESS, inside, read_json, relative, write_atomic
+from gesscale.experiment.manifest import PROGRESS, named, read_json, relative, write_atomic
 from gesscale.experiment.spec import ExperimentSpec
 from gesscale.mape import StepRecord
 from gesscale.model import PerformanceModel
@@ -70,7 +70,7 @@ Runner = Callable[..., dict[str, Any]]  # run_demo(opts, say) -> report
 
 def _run_files(out: Path, rid: str) -> list[Path]:
     """Every file a run wrote under `live/<run>/`."""
-    folder = inside(out, "live", rid)
+    folder = named(out, "live", rid)
     return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
 
 
@@ -93,14 +93,14 @@ def _one_run(spec: ExperimentSpec, pid: str, block: int, rides: int | None, out:
         log(record, _ModelView(summary, uses_latency))
 
     local = {**spec.local, **({"rides_per_day": rides} if rides is not None else {})}
-    opts = DemoOptions(out=inside(out, "live", rid), policy=pid, latency_map=spec.latency_map,
+    opts = DemoOptions(out=named(out, "live", rid), policy=pid, latency_map=spec.latency_map,
                        sim_policies=",".join(spec.sim_policies) or SIM_POLICIES, listeners=[listener], **local)
     report = runner(opts, say)
     rows = history_rows(history)
-    files = [write_csv(inside(out, "timeseries", f"{rid}-live.csv"), rows, TIMESERIES_COLUMNS)]
+    files = [write_csv(named(out, "timeseries", f"{rid}-live.csv"), rows, TIMESERIES_COLUMNS)]
     timeline = None
     if report.get("timeline_png") and Path(report["timeline_png"]).is_file():
-        fig = inside(out, "figures", f"timeline-{rid}.png")
+        fig = named(out, "figures", f"timeline-{rid}.png")
         fig.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(report["timeline_png"], fig)
         files.append(fig)
@@ -112,7 +112,7 @@ def _one_run(spec: ExperimentSpec, pid: str, block: int, rides: int | None, out:
               "input": {"workload": workload, "sha256_of_workload_spec":
                         hashlib.sha256(json.dumps(workload, sort_keys=True).encode()).hexdigest()},
               "decisions": log.rows}
-    path = write_atomic(inside(out, "runs", f"{rid}.json"), json.dumps(record, indent=1) + "\n")
+    path = write_atomic(named(out, "runs", f"{rid}.json"), json.dumps(record, indent=1) + "\n")
     return record, [*_run_files(out, rid), *files, path]
 
 
@@ -174,7 +174,7 @@ def run_live_experiment(spec: ExperimentSpec, out: Path, argv: list[str], say: C
             rid = run_id(pid, block)
             if rid in state["completed"]:
                 continue
-            partial = inside(out, "live", rid)
+            partial = named(out, "live", rid)
             if partial.exists():  # cut short by the interruption: redone from the start
                 shutil.rmtree(partial)
             state["running"] = f"live/{rid}"
@@ -209,7 +209,7 @@ def _assemble(spec: ExperimentSpec, out: Path, state: dict[str, Any]) -> list[Pa
     for block, order in enumerate(state["blocks"], start=1):
         for pid in order:
             rid = run_id(pid, block)
-            runs[rid] = read_json(inside(out, "runs", f"{rid}.json"))
+            runs[rid] = read_json(named(out, "runs", f"{rid}.json"))
     decisions = [row for r in runs.values() for row in r.pop("decisions", [])]
     paths: list[Path] = []
     source = Path(spec.source)

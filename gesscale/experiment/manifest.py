@@ -32,6 +32,14 @@ def inside(root: Path, *parts: str) -> Path:
     return path
 
 
+def named(root: Path, folder: str, name: str) -> Path:
+    """`root/folder/name` for a file name made from a name (a policy id, a run): `name` must be one path component
+    (no `/`, not `.` or `..`, no control character), so the file stays in its folder."""
+    if not name or "/" in name or "\\" in name or name in (".", "..") or any(ord(c) < 32 for c in name):
+        raise UserError(f"{name!r} is not a file name: a bundle's {folder}/ files are named after it")
+    return inside(root, folder, name)
+
+
 def relative(root: Path, path: Path) -> str:
     """`path` as a bundle-relative name (POSIX), checked to be inside `root`."""
     base = root.resolve()

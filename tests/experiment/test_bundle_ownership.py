@@ -128,3 +128,25 @@ def test_a_run_cut_short_lists_what_it_wrote_so_that_force_can_clear_it(tmp_path
     assert manifest["kind"] == "run (incomplete)" and set(manifest["files"]) | {"manifest.json"} == _on_disk(out)
     run_experiment(spec, out, ["t"], force=True)
     assert json.loads((out / "manifest.json").read_text())["kind"] == "run"
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", "", "line\nbreak"])
+def test_a_file_named_after_a_name_stays_in_its_folder(tmp_path: Path, name: str) -> None:
+    from gesscale.experiment.manifest import named
+
+    with pytest.raises(UserError, match="is not a file name"):
+        named(tmp_path, "timeseries", name)
+    assert named(tmp_path, "timeseries", "gesscale-seed1.csv") == tmp_path.resolve() / "timeseries/gesscale-seed1.csv"
+
+
+def test_a_plug_in_whose_id_climbs_out_writes_nothing_outside(tmp_path: Path) -> None:
+    plugin = tmp_path / "climb.py"
+    plugin.write_text("from gesscale.observation import Decision\nfrom gesscale.policies.base import Policy\n\n\n"
+                      "class Climb(Policy):\n    id = '../../escape'\n    summary = 'x'\n\n"
+                      "    def decide(self, obs, ctx):\n        return Decision(obs.n, 'stay')\n")
+    spec = _spec(tmp_path)
+    spec.write_text(spec.read_text().replace("policies: [gesscale, thr-nlaware]", f"policies: ['{plugin}:Climb']"))
+    r = subprocess.run([sys.executable, "-m", "gesscale", "experiment", "run", str(spec), "--out",
+                        str(tmp_path / "a" / "b")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "is not a file name" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not list(tmp_path.rglob("*escape*"))

@@ -79,6 +79,11 @@ class OptionSpec:
             return f"<= {self.hi:g}"
         return f"{'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]"
 
+    def _range_words(self) -> str:
+        """`bounds_text` as it reads after "must be": `in [0, 1]`, `>= 1`."""
+        text = self.bounds_text()
+        return f"in {text}" if text[:1] in "[(" and text else text
+
     def check(self, value: Any, where: str) -> Any:
         """A value from a parsed file (YAML types), checked and converted; `UserError` naming `where`."""
         what = f"{where}: '{self.name}'"
@@ -98,7 +103,7 @@ class OptionSpec:
             kind = {"int": "a whole number", "duration": "a duration (10, 10s, 2m)"}.get(self.kind, "a number")
             raise UserError(f"{what} must be {kind}, got {brief(value)}")
         if isinstance(value, int) and abs(value) > 10**18:
-            raise UserError(f"{what} must be {self.bounds_text() or 'a smaller number'}, got a "
+            raise UserError(f"{what} must be {self._range_words() or 'a smaller number'}, got a "
                             f"{len(str(abs(value)))}-digit number")
         if not math.isfinite(value):
             raise UserError(f"{what} must be finite, got {value}")
@@ -111,7 +116,7 @@ class OptionSpec:
         below = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
         above = self.hi is not None and value > self.hi
         if below or above:
-            raise UserError(f"{what} must be {self.bounds_text()}, got {value:g}")
+            raise UserError(f"{what} must be {self._range_words()}, got {value:g}")
         return value
 
     def parse(self, text: str, where: str) -> Any:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from gesscale.cli.progress import run_progress
+from gesscale.errors import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -20,12 +21,18 @@ def register(app: typer.Typer) -> None:
     @group.command("run")
     def run(
         spec: Path = typer.Argument(..., exists=True, dir_okay=False, help="Experiment file (docs/experiments.md)."),
-        out: Path = typer.Option(..., "--out", "-o", help="Bundle folder (created; files in it are replaced)."),
+        out: Path = typer.Option(..., "--out", "-o", help="Bundle folder: new or empty (see --force, --resume)."),
+        force: bool = typer.Option(False, "--force", help="Replace the bundle in --out: remove the files its "
+                                   "manifest lists, nothing else (refused if other files are there)."),
+        resume: bool = typer.Option(False, "--resume", help="environment: local: continue the interrupted "
+                                    "experiment in --out (completed runs are kept, the cut one is redone)."),
     ) -> None:
         """Run every policy of the experiment file on every seed (environment: sim) and write the bundle:
         resolved spec, environment (versions, commit, machine, input hash), network, per-period time series,
-        decision log (model-predicted vs observed MST), metrics, figures, Table III reproduction, report.html.
-        `environment: local` runs each policy live on a fresh fog-in-a-box testbed (minutes each; run it as root);
+        decision log (model-predicted vs observed MST), metrics, figures, Table III reproduction, report.html,
+        copies of the inputs (inputs/) and manifest.json (every file written, with its SHA-256).
+        `environment: local` runs each policy live on a fresh fog-in-a-box testbed, `repeats` times in interleaved
+        blocks, with medians, bootstrap intervals and block-paired comparisons (minutes per run; run it as root);
         `k8s` is not built yet."""
         from gesscale.experiment.bundle import run_experiment
         from gesscale.experiment.spec import load_spec, scenario_of
@@ -34,14 +41,18 @@ def register(app: typer.Typer) -> None:
         console = Console(width=None if Console().is_terminal else 160)
         err = Console(stderr=True)
         exp = load_spec(spec)
+        if force and resume:
+            raise UserError("--force and --resume exclude each other")
         if exp.environment == "local":
             from gesscale.experiment.live import run_live_experiment
 
-            out.mkdir(parents=True, exist_ok=True)
             paths = run_live_experiment(exp, out, ["gesscale", *sys.argv[1:]],
-                                        say=lambda m: err.print(m, markup=False, highlight=False))
+                                        say=lambda m: err.print(m, markup=False, highlight=False), force=force,
+                                        resume=resume)
             console.print(f"wrote {len(paths)} files into {out}; open {out / 'report.html'}")
             return
+        if resume:
+            raise UserError("--resume is for environment: local (a simulated experiment takes seconds: run it again)")
         sc = scenario_of(exp)
         for warning in sc.warnings:
             err.print(f"gesscale: warning: {sc.source}: {warning}", highlight=False, soft_wrap=True)
@@ -49,7 +60,7 @@ def register(app: typer.Typer) -> None:
         with run_progress(err) as bar:
             task = bar.add_task(f"experiment {exp.name} ({exp.environment})", total=total)
             paths = run_experiment(exp, out, ["gesscale", *sys.argv[1:]],
-                                   progress=lambda pid, seed: bar.advance(task))
+                                   progress=lambda pid, seed: bar.advance(task), force=force)
         console.print(f"wrote {len(paths)} files into {out}; open {out / 'report.html'}")
 
     @group.command("replay")
@@ -57,34 +68,43 @@ def register(app: typer.Typer) -> None:
         bundle: Path = typer.Argument(..., exists=True, file_okay=False, help="A bundle of `experiment run`."),
         policies: str = typer.Option("", "--policies", "-p", help="Policies to run besides the bundle's own "
                                      "(comma-separated ids)."),
-        out: Path | None = typer.Option(None, "--out", "-o", help="Bundle of the replay [default: BUNDLE/replay]."),
+        out: Path | None = typer.Option(None, "--out", "-o", help="Bundle of the replay, new or empty "
+                                        "(default: BUNDLE/replay)."),
+        force: bool = typer.Option(False, "--force", help="Replace the replay bundle in --out (only the files its "
+                                   "manifest lists)."),
+        trust_code: bool = typer.Option(False, "--trust-code", help="Load the plug-in policies the bundle carries "
+                                        "(inputs/): their code runs on this machine."),
+        allow_outside: bool = typer.Option(False, "--allow-outside", help="Follow input paths that lead outside "
+                                           "the bundle."),
     ) -> None:
         """Run a simulator bundle again from its resolved spec: check that the input has the recorded SHA-256 and
         that every recorded run gives the same metrics, and run the extra --policies beside them (exit 1 when
         something did not reproduce). For a live bundle (environment: local): run each live run's simulated twin
         (the scenario calibrated from it) with its policy, the bundle's sim_policies and --policies, and write
-        the live and simulated figures side by side (twins.md)."""
+        the live and simulated figures side by side (twins.md). A replay reads only the bundle's copies of its
+        inputs (checked against their SHA-256), runs no code from the bundle unless --trust-code, and writes its
+        own manifest.json."""
         from gesscale.experiment.bundle import run_experiment
         from gesscale.experiment.replay import check_replay, is_live_bundle, replay_live, spec_of_bundle
-        from gesscale.policies.base import parse_policy_list
         from gesscale.simulate import with_references
 
         console = Console(width=None if Console().is_terminal else 160)
         err = Console(stderr=True)
-        extra = parse_policy_list(policies) if policies.strip() else []
+        extra = [p.strip() for p in policies.split(",") if p.strip()]
+        argv = ["gesscale", *sys.argv[1:]]
         if (bundle / "spec.resolved.json").is_file() and is_live_bundle(bundle):
             target = out or bundle / "replay"
-            replay_live(bundle, extra, target)
+            replay_live(bundle, extra, target, force=force, allow_outside=allow_outside, argv=argv)
             console.print((target / "twins.md").read_text())
             console.print(f"wrote {target / 'metrics.json'} and {target / 'twins.md'}")
             return
-        exp = spec_of_bundle(bundle, extra)
+        exp = spec_of_bundle(bundle, extra, trust_code=trust_code, allow_outside=allow_outside)
         target = out or bundle / "replay"
         total = len(with_references(list(exp.policies))) * exp.seeds
         with run_progress(err) as bar:
             task = bar.add_task(f"replaying {bundle}", total=total)
-            paths = run_experiment(exp, target, ["gesscale", *sys.argv[1:]],
-                                   progress=lambda pid, seed: bar.advance(task))
+            paths = run_experiment(exp, target, argv, progress=lambda pid, seed: bar.advance(task), force=force,
+                                   kind="replay")
         seeds, lines = check_replay(bundle, target)
         console.print(f"wrote {len(paths)} files into {target}; open {target / 'report.html'}")
         if seeds:

@@ -11,7 +11,10 @@ The bundle (DIR):
   observed (the throughput of a saturated period without pause; empty otherwise);
 - `metrics.json`: medians per policy, the regret against the references, and every run's metrics;
 - `figures/`: the Figure-7 panel of every policy, the model's predictions against observations;
-- `table3.md`: the reproduction of the paper's Table III; `report.html`: all of it in one self-contained page.
+- `table3.md`: the reproduction of the paper's Table III; `report.html`: all of it in one self-contained page;
+- `inputs/`: byte copies of every file the run read (scenario, maps, rate file, model, plug-ins), which a replay
+  reads instead of the originals;
+- `manifest.json`: every file the run wrote with its SHA-256, and the inputs with theirs (`manifest`).
 """
 
 from __future__ import annotations
@@ -23,54 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
+from gesscale.experiment.decisions import DECISION_COLUMNS, DecisionLog, model_figure
 from gesscale.experiment.spec import ExperimentSpec, scenario_of
-from gesscale.mape import StepRecord
-from gesscale.model import PerformanceModel
 
-DECISION_COLUMNS = ("policy", "seed", "t_s", "replicas", "nd_max_ms", "throughput", "saturated", "decision",
-                    "applied", "reason", "predicted_mst", "observed_mst", "error_pct", "model_form", "model_loo_rms")
-
-
-class DecisionLog:
-    """Collects the decision log of one run through `run_once(on_step=...)`."""
-
-    def __init__(self, policy: str, seed: int, initial: PerformanceModel | None) -> None:
-        self.policy, self.seed = policy, seed
-        self.rows: list[dict[str, Any]] = []
-        self._before = self._snapshot(initial)
-        # each form's leave-one-out RMS error as the model stood before the period (`auto` models only)
-        self._loo = "" if initial is None else "; ".join(f"{f} {100 * r:.1f}%" for f, r in initial.loo_rms().items())
-
-    @staticmethod
-    def _snapshot(model: PerformanceModel | None) -> PerformanceModel | None:
-        if model is None or not model.is_fitted:
-            return None
-        return model.frozen()  # the chosen form and its fitted values (gesscale.model)
-
-    def __call__(self, record: StepRecord, policy: Any) -> None:
-        """Record one period (called by the control loop after the policy decided)."""
-        o, d = record.observation, record.decision
-        nd = o.nd_max_ms if getattr(policy, "uses_latency_in_model", True) else 0.0
-        saturated = o.bp_upstream > 0.5 and o.paused_s == 0
-        predicted = self._before.predict(o.n, nd) if self._before is not None else None
-        observed = o.throughput if saturated else None
-        error = (100.0 * (predicted - observed) / observed
-                 if predicted is not None and observed is not None and observed > 0 else None)
-        self.rows.append({
-            "policy": self.policy, "seed": self.seed, "t_s": o.time_s, "replicas": o.n,
-            "nd_max_ms": round(o.nd_max_ms, 2), "throughput": round(o.throughput, 2), "saturated": int(saturated),
-            "decision": d.target, "applied": int(record.applied), "reason": d.reason,
-            "predicted_mst": "" if predicted is None else round(predicted, 2),
-            "observed_mst": "" if observed is None else round(observed, 2),
-            "error_pct": "" if error is None else round(error, 2),
-            "model_form": "" if self._before is None else self._before.form_,
-            "model_loo_rms": self._loo,
-        })
-        model = getattr(policy, "model", None)
-        self._before = self._snapshot(model)
-        loo = getattr(policy, "loo_rms", None) or (model.loo_rms() if model is not None else {})
-        self._loo = "; ".join(f"{form} {100 * rms:.1f}%" for form, rms in loo.items())
-
+__all__ = ["DECISION_COLUMNS", "DecisionLog", "run_experiment"]
 
 def _input_record(scenario: Any, seeds: list[int]) -> dict[str, Any]:
     from gesscale.experiment.provenance import sha256_of_array, sha256_of_file
@@ -86,35 +45,50 @@ def _input_record(scenario: Any, seeds: list[int]) -> dict[str, Any]:
 
 
 def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
-                   progress: Callable[[str, int], None] | None = None) -> list[Path]:
-    """Run every policy of the spec on every seed (plus the regret references) and write the bundle; returns
-    the paths written."""
-    from gesscale.experiment.html import write_report
-    from gesscale.experiment.paper import reproduction_markdown
-    from gesscale.experiment.provenance import environment_record
-    from gesscale.figures import paths_of
+                   progress: Callable[[str, int], None] | None = None, force: bool = False,
+                   kind: str = "run") -> list[Path]:
+    """Run every policy of the spec on every seed (plus the regret references) and write the bundle into a new or
+    empty folder (`force`: replace the bundle in it; `gesscale.experiment.manifest.prepare_out`); returns the paths
+    written, the manifest last."""
+    from gesscale.experiment.manifest import prepare_out, write_manifest
     from gesscale.model_file import load_model_file
-    from gesscale.report import figure7_runs, plot_figure7, simulate_json, workload_provenance, write_csv, write_json
-    from gesscale.simulate import TIMESERIES_COLUMNS, period_rows, run_once, seeds_for, with_references
 
     out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create {out}: {err.strerror}") from None
     if spec.environment == "local":
         from gesscale.experiment.live import run_live_experiment
 
-        return run_live_experiment(spec, out, argv)
+        return run_live_experiment(spec, out, argv, force=force)
     if spec.environment != "sim":
         raise UserError(f"environment '{spec.environment}' is not built yet (sim and local run)")
     scenario = scenario_of(spec)
     model = load_model_file(spec.model) if spec.model is not None else None
+    prepare_out(out, force)
+    paths: list[Path] = []
+    try:
+        return _write(spec, scenario, model, out, argv, progress, kind, paths)
+    except BaseException:
+        # a run cut short still says what it wrote, so that --force can clear it (and nothing else)
+        write_manifest(out, [p for p in paths if p.is_file()], {}, f"{kind} (incomplete)")
+        raise
+
+
+def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: list[str],
+           progress: Callable[[str, int], None] | None, kind: str, paths: list[Path]) -> list[Path]:
+    """The body of `run_experiment`: appends every file to `paths` as soon as it is written."""
+    from gesscale.experiment.html import write_report
+    from gesscale.experiment.inputs import carry
+    from gesscale.experiment.manifest import named, write_manifest
+    from gesscale.experiment.paper import reproduction_markdown
+    from gesscale.experiment.provenance import environment_record
+    from gesscale.figures import paths_of
+    from gesscale.report import figure7_runs, plot_figure7, simulate_json, workload_provenance, write_csv, write_json
+    from gesscale.simulate import TIMESERIES_COLUMNS, period_rows, run_once, seeds_for, with_references
+
+    inputs, _ = carry(spec, out, paths)
     seeds = seeds_for(scenario, spec.seeds)
     run_ids = with_references(list(spec.policies))
     results: dict[str, list[Any]] = {}
     decisions: list[dict[str, Any]] = []
-    paths: list[Path] = []
     for pid in run_ids:
         results[pid] = []
         for seed in seeds:
@@ -123,7 +97,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
                          policy_options=spec.policy_options.get(pid), on_step=log, **spec.controller)
             results[pid].append(r)
             decisions += log.rows
-            paths.append(write_csv(out / "timeseries" / f"{pid}-seed{seed}.csv", period_rows(r), TIMESERIES_COLUMNS))
+            paths.append(write_csv(named(out, "timeseries", f"{pid}-seed{seed}.csv"), period_rows(r),
+                                   TIMESERIES_COLUMNS))
             if progress:
                 progress(pid, seed)
     source = Path(spec.source)
@@ -150,7 +125,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
     provenance = workload_provenance(scenario.workload)
     figures = [plot_figure7(figure7_runs(results, list(spec.policies)), out / "figures" / "figure7.png",
                             caption=provenance)]
-    model_fig = _model_figure(decisions, out / "figures" / "model-vs-observed.png", provenance)
+    model_fig = model_figure(decisions, out / "figures" / "model-vs-observed.png", provenance)
     if model_fig is not None:
         figures.append(model_fig)
     paths += [f for png in figures for f in paths_of(png)]  # PNG (in report.html), SVG and PDF
@@ -158,37 +133,6 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | Path, argv: list[str],
     if table3:
         (out / "table3.md").write_text(table3)
         paths.append(out / "table3.md")
-    paths.append(write_report(out, spec, doc, provenance, figures, decisions, table3))
+    paths.append(write_report(out, spec, doc, provenance, figures, decisions, table3, files=paths))
+    paths.append(write_manifest(out, paths, inputs, kind))
     return paths
-
-
-def _model_figure(decisions: list[dict[str, Any]], path: Path, caption: str) -> Path | None:
-    """Predicted against observed MST over time, per model-based policy (first seed); None without any."""
-    pairs: dict[str, list[tuple[float, float, float]]] = {}
-    first_seed: dict[str, int] = {}
-    for row in decisions:
-        first_seed.setdefault(row["policy"], row["seed"])
-        if row["seed"] == first_seed[row["policy"]] and row["predicted_mst"] != "" and row["observed_mst"] != "":
-            pairs.setdefault(row["policy"], []).append((row["t_s"], row["predicted_mst"], row["observed_mst"]))
-    if not pairs:
-        return None
-    import textwrap
-
-    from gesscale.figures import ROLE, pyplot, save
-
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(pairs), figsize=(max(6.0, 4.2 * len(pairs)), 3.6), sharey=True, squeeze=False,
-                             layout="constrained")
-    for ax, (pid, pts) in zip(axes[0], sorted(pairs.items()), strict=False):
-        t = [p[0] / 60.0 for p in pts]
-        ax.scatter(t, [p[2] for p in pts], s=8, color=ROLE["observed"], label="observed MST (saturated periods)")
-        ax.scatter(t, [p[1] for p in pts], s=8, marker="x", color=ROLE["predicted"],
-                   label="model's prediction before")
-        ax.set_title(pid, fontsize=9)
-        ax.set_xlabel("time (min)")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("MST (records/s)")
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.suptitle("performance model: predicted against observed MST (first seed)", fontsize=10)
-    fig.supxlabel(textwrap.fill(f"Workload: {caption}", 110), fontsize=7)
-    return save(fig, path)

@@ -103,9 +103,20 @@ def _figure(path: Path, caption: str) -> str:
             f"<figcaption>{_e(caption)}</figcaption></figure>")
 
 
+def bundle_files(out: Path, files: Sequence[Path]) -> list[str]:
+    """The bundle's file list as the report shows it: exactly the files the run wrote (bundle-relative, once each),
+    then `report.html` and `manifest.json` (written last)."""
+    from gesscale.experiment.manifest import MANIFEST, relative
+
+    names = sorted({relative(out, p) for p in files} - {"report.html", MANIFEST})
+    return [*names, "report.html", MANIFEST]
+
+
 def write_report(out: Path, spec: ExperimentSpec, doc: Mapping[str, Any], provenance: str,
-                 figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]], table3: str) -> Path:
-    """Write `out/report.html` from what the bundle holds."""
+                 figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]], table3: str,
+                 files: Sequence[Path] = ()) -> Path:
+    """Write `out/report.html` from what the bundle holds; `files` are those the run wrote (listed, nothing
+    else)."""
     env = json.loads((out / "environment.json").read_text())
     captions = {
         "figure7.png": "Every policy on one scale per row (first seed): input and throughput (1-min means), "
@@ -119,7 +130,7 @@ def write_report(out: Path, spec: ExperimentSpec, doc: Mapping[str, Any], proven
              f"{_e(env['machine']['machine'])}, {_e(env['machine']['cpu_count'])} CPUs, "
              f"{_e(env['machine']['memory_mb'])} MB; created {_e(env['created_utc'])}")
     hashes = ", ".join(f"seed {s}: <code>{h[:16]}…</code>" for s, h in env["input"]["rate_sha256_by_seed"].items())
-    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + ["report.html"]
+    files = bundle_files(out, files)
     parts = [
         f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(spec.name)}</title>"
         f"<style>{_STYLE}</style></head><body>",
@@ -172,53 +183,67 @@ def latency_table_html(runs: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def write_live_report(out: Path, spec: ExperimentSpec, runs: Mapping[str, Mapping[str, Any]], provenance: str,
-                      figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]]) -> Path:
-    """Write `out/report.html` of a live (`local`) bundle: each run's accounting and reconfigurations, its
-    simulated twin's comparison, the model's predictions, the timelines."""
+                      figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]],
+                      stats: Mapping[str, Any] | None = None, plan: Mapping[str, Any] | None = None,
+                      files: Sequence[Path] = ()) -> Path:
+    """Write `out/report.html` of a live (`local`) bundle: the statistics over the repeats (median and interval per
+    policy, block-paired comparisons), each run's accounting and reconfigurations, its simulated twin's comparison,
+    the model's predictions, the figures, and exactly the files the run wrote."""
+    from gesscale.experiment.repeats import stats_tables_html
+
     env = json.loads((out / "environment.json").read_text())
-    keys = ("produced", "processed", "lost", "duplicated", "reconfigurations", "avg_replicas", "max_backlog")
+    keys = ("produced", "processed", "lost", "duplicated", "reconfigurations", "avg_replicas", "replica_minutes",
+            "max_backlog")
     head = "".join(f"<th>{_e(k)}</th>" for k in keys)
     rows = []
-    for pid, run in runs.items():
+    for rid, run in runs.items():
         live = run["live"]
         cells = "".join(f"<td>{_e('–' if live.get(k) is None else _num(k, float(live[k])))}</td>" for k in keys)
         pauses = ", ".join(f"{p:.0f}" for p in live.get("pauses_s") or [] if p is not None) or "–"
-        rows.append(f"<tr><td>{_e(pid)}</td>{cells}<td>{_e(pauses)}</td></tr>")
-    live_table = (f'<table data-table="live"><tr><th>policy</th>{head}<th>measured pauses (s)</th></tr>'
-                  + "".join(rows) + "</table>")
+        rows.append(f"<tr><td>{_e(rid)}</td><td>{_e(run.get('policy', rid))}</td><td>{_e(run.get('block', 1))}</td>"
+                    f"{cells}<td>{_e(pauses)}</td></tr>")
+    live_table = (f'<table data-table="live"><tr><th>run</th><th>policy</th><th>block</th>{head}'
+                  "<th>measured pauses (s)</th></tr>" + "".join(rows) + "</table>")
     twins = []
-    for pid, run in runs.items():
+    for rid, run in runs.items():
         sim = run.get("twin") or {}
-        if not sim:
+        if not sim or run.get("block", 1) != 1:
             continue
         shown = ("cost", "reconfigurations", "avg_replicas", "excess_time", "max_backlog")
         trs = "".join(f"<tr><td>{_e(p)}</td>" + "".join(f"<td>{_num(k, m[k])}</td>" for k in shown) + "</tr>"
                       for p, m in sim.items())
-        twins.append(f"<h3>Simulated twin of the {_e(pid)} run</h3><table data-table=\"twin-{_e(pid)}\"><tr>"
+        twins.append(f"<h3>Simulated twin of the {_e(rid)} run</h3><table data-table=\"twin-{_e(rid)}\"><tr>"
                      "<th>policy</th>" + "".join(f"<th>{k}</th>" for k in shown) + f"</tr>{trs}</table>")
     git = env["git"]
+    blocks = (plan or {}).get("blocks") or []
+    order = "; ".join(f"block {i}: {', '.join(b)}" for i, b in enumerate(blocks, start=1))
+    sized = (plan or {}).get("sized_by") or "–"
     parts = [
         f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(spec.name)}</title>"
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>Experiment {_e(spec.name)}</h1>",
         f"<p>Environment <b>local</b> (the fog-in-a-box testbed on this machine); policies "
-        f"{_e(', '.join(spec.policies))}, one after another, each on a fresh testbed; options "
+        f"{_e(', '.join(spec.policies))}, {len(blocks)} block(s) of one run each, each run on a fresh testbed, the "
+        f"order inside a block shuffled from seed {_e((plan or {}).get('order_seed'))} ({_e(order)}); options "
         f"<code>{_e(json.dumps(spec.local))}</code>.</p>",
-        f"<p><b>Workload:</b> {_e(provenance)}.</p>",
+        f"<p><b>Workload:</b> {_e(provenance)}; the same day in every run: "
+        f"{_e((plan or {}).get('rides_per_day'))} rides per day, sized by {_e(sized)}.</p>",
         f"<p><b>Produced by:</b> commit <code>{_e(git.get('commit'))}</code> ({_e(git.get('modified_files'))} "
         f"modified files), {_e(env['machine']['cpu_count'])} CPUs, created {_e(env['created_utc'])}.</p>",
+    ]
+    if stats is not None:
+        parts += ["<h2>Over the repeats</h2>", stats_tables_html(stats)]
+    parts += [
         "<h2>Live runs</h2>", live_table,
         "<p>Records counted by unique keys at the job's output (docs/testbed.md).</p>",
         "<h3>End-to-end record latency, live and in the simulated twin</h3>", latency_table_html(runs),
-        "<h2>Simulated twins (scenario calibrated from each live run)</h2>", *twins,
+        "<h2>Simulated twins (scenario calibrated from each live run of the first block)</h2>", *twins,
         "<h2>Performance model: predicted against observed MST</h2>", model_table_html(decisions),
         "<h2>Figures</h2>",
         *(_figure(p, f"{p.stem}. Workload: {provenance}.") for p in figures),
         "<h2>Files of this bundle</h2><ul>",
-        *(f"<li><code>{_e(f)}</code></li>" for f in sorted(str(p.relative_to(out)) for p in out.glob("*")
-                                                              if p.is_file())),
-        "<li><code>live/</code> (each run's demo report, timeline and testbed logs)</li>",
-        "<li><code>timeseries/</code>, <code>figures/</code></li></ul></body></html>",
+        *(f"<li><code>{_e(f)}</code></li>" for f in bundle_files(out, files)),
+        "</ul></body></html>",
     ]
     path = out / "report.html"
     path.write_text("\n".join(parts))

@@ -5,6 +5,12 @@ the SHA-256 the bundle recorded (per seed) and runs the bundle's policies plus a
 bundle. `compare_runs` then says, for every recorded run, whether each metric came out the same. A live
 bundle (environment `local`) cannot be run again the same way; `replay_live` runs the simulated twin of each of
 its runs instead (the scenario calibrated from that run) with any policies, beside the live figures.
+
+A replay reads the bundle and nothing else: the copies of the inputs under `inputs/` (each checked against the
+SHA-256 its manifest recorded), never the original paths; a path that leads outside the bundle is followed only
+with `allow_outside`. It runs no code from the bundle: a plug-in policy the bundle carries is loaded only with
+`trust_code`. A bundle written before bundles carried their inputs (no `manifest.json`) is refused, saying how to
+replay it.
 """
 
 from __future__ import annotations
@@ -31,35 +37,122 @@ def _read(path: Path) -> Any:
     return doc
 
 
-def spec_of_bundle(bundle: Path, extra_policies: Sequence[str] = ()) -> ExperimentSpec:
-    """The spec a bundle was made with (its `spec.resolved.json`), with `extra_policies` appended; a damaged
-    file (not a mapping, a key missing or of the wrong type) is one `UserError`."""
+def carried_inputs(bundle: Path, allow_outside: bool = False) -> Any:
+    """The bundle's manifest of inputs (`CarriedInputs`); a bundle without a manifest (written before bundles
+    carried their inputs) is refused with one line that says how to replay it."""
+    from gesscale.experiment.inputs import CarriedInputs
+    from gesscale.experiment.manifest import FORMAT, MANIFEST
+
+    _read(bundle / "spec.resolved.json")  # not a bundle at all: says so first
+    if not (bundle / MANIFEST).is_file():
+        raise UserError(f"{bundle}: written before bundles carried their inputs (no {MANIFEST}); run its spec again "
+                        f"(gesscale experiment run {bundle / 'spec.yaml'} --out NEW), or replay it with the gesscale "
+                        "of the commit in its environment.json")
+    manifest = _read(bundle / MANIFEST)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("inputs"),
+                                                                                              dict):
+        raise UserError(f"{bundle}: {MANIFEST} is not a bundle manifest of format {FORMAT}")
+    return CarriedInputs(bundle, manifest["inputs"], allow_outside)
+
+
+def checked_policies(bundle: Path, ids: Any, plugins: Mapping[str, Any], carried: Any,
+                     trust_code: bool) -> dict[str, tuple[str, str]]:
+    """Check a bundle's policy ids before anything runs: built-in ids pass; a plug-in the bundle carries is loaded
+    from its copy only with `trust_code`; anything else (a file named as a policy) is refused. Returns the
+    plug-ins loaded (id -> (copy, class))."""
+    from gesscale.policies.base import is_plugin_spec, load_plugin, policy_ids
+
+    if not isinstance(ids, list) or not all(isinstance(p, str) for p in ids):
+        raise UserError(f"{bundle}: spec.resolved.json: 'policies' is not a list of policy ids")
+    known = set(policy_ids())
+    loaded: dict[str, tuple[str, str]] = {}
+    for pid in ids:
+        if pid in known:
+            continue
+        if is_plugin_spec(pid) or pid not in plugins or not carried.has(f"plugin:{pid}"):
+            raise UserError(f"{bundle}: policy {pid!r} is neither a built-in policy nor a plug-in the bundle carries")
+        role = f"plugin:{pid}"
+        if not trust_code:
+            raise UserError(f"{bundle}: policy {pid!r} is a plug-in (its code is in {carried.record[role]['file']}); "
+                            "replay runs no code from a bundle unless --trust-code")
+        copy, cls = carried.path(role), str(carried.record[role].get("class", ""))
+        if load_plugin(f"{copy}:{cls}") != pid:
+            raise UserError(f"{bundle}: the plug-in {carried.record[role]['file']} does not define policy {pid!r}")
+        loaded[pid] = (str(copy), cls)
+    return loaded
+
+
+def spec_of_bundle(bundle: Path, extra_policies: Sequence[str] = (), trust_code: bool = False,
+                   allow_outside: bool = False) -> ExperimentSpec:
+    """The spec a bundle was made with (its `spec.resolved.json`) on the copies of its inputs, with
+    `extra_policies` appended; checked before anything runs (module docstring). A damaged file (not a mapping, a
+    key missing or of the wrong type) is one `UserError`."""
     try:
-        return _spec_of_bundle(bundle, extra_policies)
+        return _spec_of_bundle(bundle, extra_policies, trust_code, allow_outside)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise UserError(f"{bundle}: a damaged bundle: spec.resolved.json is not a spec as `experiment run` writes "
                         f"it ({type(err).__name__}: {cut(str(err))})") from None
 
 
-def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str]) -> ExperimentSpec:
+def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str], trust_code: bool,
+                    allow_outside: bool) -> ExperimentSpec:
+    from gesscale.experiment.inputs import _scenario_refs
+    from gesscale.options import controller_from_dict, policy_options_from_dict
+
+    carried = carried_inputs(bundle, allow_outside)
     doc = _read(bundle / "spec.resolved.json")
     if doc.get("environment") != "sim":
         raise UserError(f"{bundle}: environment {doc.get('environment')!r} cannot be replayed yet (only sim bundles)")
+    if not carried.has("scenario"):
+        raise UserError(f"{bundle}: the bundle carries no copy of its scenario (inputs/)")
+    scenario = carried.path("scenario")
+    latency_map = carried.path("latency_map") if carried.has("latency_map") else None
+    workload = doc.get("workload")
+    if workload is not None and not isinstance(workload, dict):
+        raise UserError(f"{bundle}: spec.resolved.json: 'workload' is not a mapping")
+    if workload and "path" in workload:
+        workload = {**workload, "path": str(carried.path("workload_csv"))}
+    refs = _scenario_refs(scenario)
+    if "scenario_latency_map" in refs and latency_map is None:
+        latency_map = carried.path("scenario_latency_map")
+    if "scenario_workload_csv" in refs and not workload:
+        from gesscale.yamlfile import read_yaml
 
-    def path(key: str) -> Path | None:
-        return None if doc.get(key) is None else Path(doc[key])
-
-    scenario = path("scenario_path")
-    if scenario is None or not scenario.is_file():
-        raise UserError(f"{bundle}: the scenario file {doc.get('scenario_path')} is no longer there")
+        workload = {**read_yaml(scenario, "scenario")["workload"], "path": str(carried.path("scenario_workload_csv"))}
+    plugins = checked_policies(bundle, doc.get("policies"), doc.get("plugins") or {}, carried, trust_code)
     policies = list(doc["policies"])
-    policies += [p for p in extra_policies if p not in policies]
+    policies += [p for p in _extra_ids(extra_policies, plugins) if p not in policies]
+    where = f"{bundle}/spec.resolved.json"
+    options = doc.get("policy_options") or {}
+    if not isinstance(options, dict):
+        raise UserError(f"{where}: 'policy_options' is not a mapping")
     return ExperimentSpec(name=f"{doc['name']}-replay", environment="sim", scenario_path=scenario,
-                          policies=tuple(policies), seeds=int(doc["seeds"]), latency_map=path("latency_map"),
-                          workload=doc.get("workload"), control_period_s=doc.get("control_period_s"),
-                          controller=dict(doc.get("controller") or {}),
-                          policy_options=dict(doc.get("policy_options") or {}), model=path("model"),
-                          source=str(bundle / "spec.yaml"))
+                          policies=tuple(policies), seeds=int(doc["seeds"]), latency_map=latency_map,
+                          workload=workload, control_period_s=doc.get("control_period_s"),
+                          controller=controller_from_dict(doc.get("controller") or {}, f"{where}: controller",
+                                                          exclude=("seed", "min_replicas", "max_replicas",
+                                                                   "control_period_s")),
+                          policy_options={p: dict(policy_options_from_dict(p, o, f"{where}: policy_options: {p}"))
+                                          for p, o in options.items()},
+                          model=carried.path("model") if carried.has("model") else None,
+                          source=str(bundle / "spec.yaml"), plugins=plugins)
+
+
+def _extra_ids(extra: Sequence[str], plugins: dict[str, tuple[str, str]]) -> list[str]:
+    """The ids of the policies asked for on the command line (the user's own plug-ins are loaded, and recorded in
+    `plugins` so that the replay's bundle carries them)."""
+    from gesscale.policies.base import is_plugin_spec, load_plugin, parse_policy_list
+
+    out = []
+    for item in extra:
+        if is_plugin_spec(item):
+            path, _, cls = item.rpartition(":")
+            pid = load_plugin(item)
+            plugins[pid] = (str(Path(path).expanduser().resolve()), cls)
+            out.append(pid)
+        else:
+            out += parse_policy_list(item)
+    return out
 
 
 def input_mismatches(recorded: Mapping[str, str], replayed: Mapping[str, str]) -> list[str]:
@@ -103,40 +196,73 @@ LIVE_KEYS = ("reconfigurations", "avg_replicas", "max_backlog")
 TWIN_KEYS = ("reconfigurations", "avg_replicas", "max_backlog", "cost", "excess_time")
 
 
-def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: int = 3) -> dict[str, Any]:
+def _inline_scenario(bundle: Path, rid: str, scenario: Any, allow_outside: bool) -> Any:
+    """A calibrated scenario as recorded in the bundle: it must name no file (its map and workload are inline), or
+    the replay would read outside the bundle; followed only with `allow_outside`."""
+    if not isinstance(scenario, dict):
+        raise UserError(f"{bundle}: the calibrated scenario of {rid} is not a mapping")
+    cluster = scenario.get("cluster") if isinstance(scenario.get("cluster"), dict) else {}
+    workload = scenario.get("workload") if isinstance(scenario.get("workload"), dict) else {}
+    named = [v for v in (cluster.get("latency_map"), workload.get("path")) if isinstance(v, str)]
+    if named and not allow_outside:
+        raise UserError(f"{bundle}: the calibrated scenario of {rid} names a file ({named[0]!r}) outside the bundle; "
+                        "replay follows it only with --allow-outside")
+    return scenario
+
+
+def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: int = 3, force: bool = False,
+                allow_outside: bool = False, argv: Sequence[str] = ()) -> dict[str, Any]:
     """The simulated twin of every live run of a `local` bundle: the scenario calibrated from that run (its
     measured MSTs fitted into the ground truth, its measured pauses, the day it replayed; `run_demo` wrote it)
     run with the live policy, the bundle's `sim_policies` and `extra_policies`, `seeds` seeds each. Writes
-    `out/metrics.json` and `out/twins.md` (the live figures and the simulated ones side by side); returns the
+    `out/metrics.json`, `out/twins.md` and `out/manifest.json` (a new or empty folder, or `force`); returns the
     metrics document."""
-    from gesscale.policies.base import parse_policy_list
+    from gesscale.experiment.manifest import prepare_out, write_manifest
+    from gesscale.policies.base import policy_ids
     from gesscale.report import summary, write_json
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
 
+    carried_inputs(bundle, allow_outside)
     spec = _read(bundle / "spec.resolved.json")
-    runs = _read(bundle / "metrics.json")["runs"]
+    runs = _read(bundle / "metrics.json").get("runs")
+    if not isinstance(runs, dict):
+        raise UserError(f"{bundle}: metrics.json has no runs")
+    plugins: dict[str, tuple[str, str]] = {}
+    extra = _extra_ids(extra_policies, plugins)
+    known = set(policy_ids())
+    sim_policies = spec.get("sim_policies", [])
     doc: dict[str, Any] = {"environment": "local-replay", "bundle": str(bundle), "seeds": seeds, "twins": {}}
     lines = ["| live run | row | " + " | ".join(TWIN_KEYS) + " |", "|" + " --- |" * (len(TWIN_KEYS) + 2)]
-    for pid, run in runs.items():
-        scenario = run.get("calibrated_scenario")
+    work = []
+    for rid, run in runs.items():
+        pid = run.get("policy", rid) if isinstance(run, dict) else rid
+        scenario = run.get("calibrated_scenario") if isinstance(run, dict) else None
         if not scenario:
-            raise UserError(f"{bundle}: the live run of {pid} has no calibrated scenario (was it cut short?)")
-        wanted = list(dict.fromkeys([pid, *spec.get("sim_policies", []), *extra_policies]))
-        results = simulate_many(scenario_from_dict(scenario, f"{pid}-twin"), parse_policy_list(",".join(wanted)),
-                                seeds)
+            raise UserError(f"{bundle}: the live run of {rid} has no calibrated scenario (was it cut short?)")
+        wanted = list(dict.fromkeys([pid, *sim_policies, *extra]))
+        unknown = [p for p in wanted if not isinstance(p, str) or p not in known]
+        if unknown:  # a bundle names policies by id; a plug-in's code is never loaded from a live bundle
+            raise UserError(f"{bundle}: run {rid}: {unknown[0]!r} is not a built-in policy (a live bundle's twins run "
+                            "built-in policies and those given with --policies)")
+        work.append((rid, run, wanted, _inline_scenario(bundle, rid, scenario, allow_outside)))
+    prepare_out(out, force)
+    for rid, run, wanted, scenario in work:
+        results = simulate_many(scenario_from_dict(scenario, f"{rid}-twin"), wanted, seeds)
         medians = summary(results)
-        doc["twins"][pid] = {"live": run["live"], "simulated": {p: medians[p] for p in wanted if p in medians}}
+        doc["twins"][rid] = {"live": run["live"], "simulated": {p: medians[p] for p in wanted if p in medians}}
         live = run["live"]
-        lines.append(f"| {pid} | **live** | {live.get('reconfigurations')} | {_fmt(live.get('avg_replicas'))} | "
+        lines.append(f"| {rid} | **live** | {live.get('reconfigurations')} | {_fmt(live.get('avg_replicas'))} | "
                      f"{_fmt(live.get('max_backlog'))} | – | – |")
         for p in wanted:
             m = medians.get(p, {})
-            lines.append(f"| {pid} | simulated {p} | " + " | ".join(_fmt(m.get(k)) for k in TWIN_KEYS) + " |")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "metrics.json", doc)
+            lines.append(f"| {rid} | simulated {p} | " + " | ".join(_fmt(m.get(k)) for k in TWIN_KEYS) + " |")
+    doc["command"] = list(argv)
+    paths = [write_json(out / "metrics.json", doc)]
     (out / "twins.md").write_text("Each live run next to its simulated twin (the scenario calibrated from that run; "
                                   f"medians over {seeds} seeds)\n\n" + "\n".join(lines) + "\n")
+    paths.append(out / "twins.md")
+    write_manifest(out, paths, {}, "live-replay")
     return doc
 
 

@@ -38,10 +38,12 @@ from gesscale.options import controller_from_dict, policy_options_from_dict
 from gesscale.schema import check_keys, number
 
 SPEC_KEYS = ("name", "environment", "scenario", "latency_map", "workload", "control_period_s", "policies", "seeds",
-             "controller", "policy_options", "model", "local", "sim_policies")
+             "controller", "policy_options", "model", "local", "sim_policies", "repeats", "compare", "order_seed")
 ENVIRONMENTS = ("sim", "local", "k8s")
 BUILT = ("sim", "local")
-LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "latency_map")  # environment: local
+LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "latency_map", "repeats", "compare",
+                   "order_seed")  # environment: local
+MAX_REPEATS = 20  # the exact sign-flip test enumerates 2^blocks sign assignments
 LOCAL_KEYS = ("day_s", "nodes", "node_cpu", "strategy", "rides_per_day", "peak_load", "start_hour",
               "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
 
@@ -64,13 +66,19 @@ class ExperimentSpec:
     source: str = "<inline>"
     local: dict[str, Any] = field(default_factory=dict)
     sim_policies: tuple[str, ...] = ()
+    repeats: int = 1
+    compare: tuple[tuple[str, str], ...] = ()
+    order_seed: int | None = None
+    plugins: dict[str, tuple[str, str]] = field(default_factory=dict)  # policy id -> (plug-in file, class)
 
     def resolved(self) -> dict[str, Any]:
         """The spec as run: paths absolute, defaults filled in (JSON-ready)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            out[f.name] = str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+            out[f.name] = (str(v) if isinstance(v, Path) else [list(x) if isinstance(x, tuple) else x for x in v]
+                           if isinstance(v, tuple) else {k: list(x) for k, x in v.items()} if f.name == "plugins"
+                           else v)
         return out
 
 
@@ -91,14 +99,36 @@ def _mapping(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
-def _policy_list(raw: Any, key: str, where: str) -> tuple[str, ...]:
-    from gesscale.policies.base import parse_policy_list
+def _policy_list(raw: Any, key: str, where: str, plugins: dict[str, tuple[str, str]] | None = None
+                 ) -> tuple[str, ...]:
+    """Policy ids; a plug-in (`file.py:Class`) is loaded, and its file and class recorded in `plugins`."""
+    from gesscale.policies.base import is_plugin_spec, load_plugin, parse_policy_list
 
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
         raise UserError(f"{where}: '{key}' must be a non-empty list of policy ids, got {raw!r}")
+    for item in raw:
+        if is_plugin_spec(item.strip()) and plugins is not None:
+            path, _, cls = item.strip().rpartition(":")
+            plugins[load_plugin(item.strip())] = (str(Path(path).expanduser().resolve()), cls)
     return tuple(parse_policy_list(",".join(raw)))
+
+
+def _pairs(raw: Any, policies: tuple[str, ...], where: str) -> tuple[tuple[str, str], ...]:
+    """`compare: [[a, b], ...]`: pairs of two different policies of the spec."""
+    if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 for p in raw):
+        raise UserError(f"{where}: 'compare' must be a list of pairs of policies, e.g. [[gesscale, mdl-nlunaware]]; "
+                        f"got {raw!r}")
+    out = []
+    for a, b in raw:
+        for p in (a, b):
+            if p not in policies:
+                raise UserError(f"{where}: compare: {p!r} is not among the policies ({', '.join(policies)})")
+        if a == b:
+            raise UserError(f"{where}: compare: a pair needs two different policies, got [{a}, {b}]")
+        out.append((str(a), str(b)))
+    return tuple(out)
 
 
 def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
@@ -118,10 +148,18 @@ def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
     except TypeError as err:
         raise UserError(f"{where}: local: {err}") from None
     sim = _policy_list(data["sim_policies"], "sim_policies", where) if "sim_policies" in data else ()
+    plugins: dict[str, tuple[str, str]] = {}
+    policies = _policy_list(data.get("policies"), "policies", where, plugins)
+    repeats = number(data, "repeats", 1, where, lo=1, hi=MAX_REPEATS, integer=True)
+    compare = _pairs(data["compare"], policies, where) if "compare" in data else ()
+    if compare and repeats < 2:
+        raise UserError(f"{where}: 'compare' needs 'repeats' of at least 2 (one block-paired difference per repeat)")
+    order_seed = (None if data.get("order_seed") is None
+                  else number(data, "order_seed", 0, where, lo=0, hi=2**32 - 1, integer=True))
     name = check_name("experiment", str(data.get("name") or Path(where).stem), f"{where}: name")
     return ExperimentSpec(name=name, environment="local", scenario_path=None,
-                          policies=_policy_list(data.get("policies"), "policies", where), seeds=1, latency_map=lmap,
-                          source=where, local=dict(local), sim_policies=sim)
+                          policies=policies, seeds=1, latency_map=lmap, source=where, local=dict(local),
+                          sim_policies=sim, repeats=repeats, compare=compare, order_seed=order_seed, plugins=plugins)
 
 
 def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None) -> ExperimentSpec:
@@ -140,14 +178,16 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
                         f"{', '.join(repr(b) for b in BUILT)}: the simulator and the local testbed)")
     if env == "local":
         return _local_spec(data, where, root)
-    for key in ("local", "sim_policies"):
+    for key in ("local", "sim_policies", "repeats", "compare", "order_seed"):
         if key in data:
-            raise UserError(f"{where}: '{key}' is for environment: local")
+            raise UserError(f"{where}: '{key}' is for environment: local" + (" (the simulator repeats with 'seeds')"
+                                                                              if key == "repeats" else ""))
     check_keys(data, SPEC_KEYS, where)
     if "scenario" not in data:
         raise UserError(f"{where}: missing 'scenario' (a scenario file: cluster, ground truth, workload)")
     scenario = _path(data["scenario"], "scenario", root, where)
-    policies = _policy_list(data.get("policies"), "policies", where)
+    plugins: dict[str, tuple[str, str]] = {}
+    policies = _policy_list(data.get("policies"), "policies", where, plugins)
     seeds = number(data, "seeds", 1, where, lo=1, hi=100, integer=True)
     period = None if "control_period_s" not in data else number(data, "control_period_s", None, where, lo=1)
     # The same declaration as the command line and scenario files (gesscale.options); the cluster's size and
@@ -179,6 +219,7 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
         policy_options={k: dict(v) for k, v in options.items()},
         model=_path(data["model"], "model", root, where) if "model" in data else None,
         source=source,
+        plugins=plugins,
     )
 
 

@@ -63,12 +63,12 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     (["produce", "--rate", "nan", "--duration", "10"], "'--rate': must be a finite number, got nan"),
     (["produce", "--give-up-after", "nan"], "'--give-up-after': must be a finite number, got nan"),
     (["produce", "--speed", "inf"], "'--speed': must be a finite number, got inf"),
-    (["k8s", "submit", "--image", "job:1\nrm -rf /"], "'--image': must not contain control characters"),
-    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "-n", "1" + "0" * 30], "must have at most 18 digits"),
+    (["k8s", "render", "--image", "job:1\nrm -rf /"], "'--image': must not contain control characters"),
+    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--seed", "1" + "0" * 30], "must have at most 18 digits"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--bp-high", "nan"], "must be a finite number"),
-    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--control-period", "2d"], "must be (0, 86400]"),
+    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--control-period", "2d"], "must be in (0, 86400]"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "-p", "optimal", "--policy-option", "bins=1e9"],
-     "'bins' must be [2, 100000]"),
+     "'bins' must be in [2, 100000]"),
     (["calibrate", "--backend", "sim", "--node-cpu", "0.5"],
      "--node-cpu applies to --backend local only; --backend sim would ignore it"),
 ])
@@ -80,7 +80,7 @@ def test_a_bad_command_line_value_is_one_line(argv: list[str], message: str,
 
 
 def test_a_cpu_quantity_that_is_not_one_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = _one_line(["k8s", "submit", "--executor-cpu", "banana", "--out", str(tmp_path / "b")], capsys)
+    line = _one_line(["k8s", "render", "--executor-cpu", "banana", "--out", str(tmp_path / "b")], capsys)
     assert "executor CPU 'banana': expected a CPU quantity above 0" in line
     assert not (tmp_path / "b").exists()
 

@@ -30,6 +30,7 @@ def _live_bundle(tmp_path: Path, with_scenario: bool = True) -> Path:
     (bundle / "spec.resolved.json").write_text(json.dumps({"environment": "local", "sim_policies": ["ideal"]}))
     run = {"live": live, **({"calibrated_scenario": scenario} if with_scenario else {})}
     (bundle / "metrics.json").write_text(json.dumps({"environment": "local", "runs": {"gesscale": run}}))
+    (bundle / "manifest.json").write_text(json.dumps({"format": 2, "kind": "live", "files": {}, "inputs": {}}))
     return bundle
 
 
@@ -44,8 +45,29 @@ def test_a_live_bundle_replays_as_the_simulated_twin_of_each_run(tmp_path: Path)
     table = (tmp_path / "replay" / "twins.md").read_text()
     assert "| gesscale | **live** | 3 |" in table and "| gesscale | simulated thr-nlaware |" in table
     assert json.loads((tmp_path / "replay" / "metrics.json").read_text())["twins"]["gesscale"]["live"] == twin["live"]
+    manifest = json.loads((tmp_path / "replay" / "manifest.json").read_text())  # the replay's own file list
+    assert manifest["kind"] == "live-replay" and set(manifest["files"]) == {"metrics.json", "twins.md"}
 
 
 def test_a_live_run_without_its_calibrated_scenario_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no calibrated scenario"):
         replay_live(_live_bundle(tmp_path, with_scenario=False), [], tmp_path / "replay", seeds=1)
+
+
+def test_a_live_bundle_runs_no_code_and_reads_no_file_it_names(tmp_path: Path) -> None:
+    bundle = _live_bundle(tmp_path)
+    evil = tmp_path / "evil.py"
+    evil.write_text("from pathlib import Path\nPath(__file__).with_name('ran').write_text('x')\n")
+    (bundle / "spec.resolved.json").write_text(json.dumps({"environment": "local", "sim_policies": [f"{evil}:C"]}))
+    with pytest.raises(UserError, match="is not a built-in policy"):
+        replay_live(bundle, [], tmp_path / "replay", seeds=1)
+    assert not (tmp_path / "ran").exists()
+    (bundle / "spec.resolved.json").write_text(json.dumps({"environment": "local", "sim_policies": []}))
+    metrics = json.loads((bundle / "metrics.json").read_text())
+    metrics["runs"]["gesscale"]["calibrated_scenario"]["cluster"] = {"latency_map": "/etc/passwd"}
+    (bundle / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(UserError, match="names a file .'/etc/passwd'. outside the bundle; .* --allow-outside"):
+        replay_live(bundle, [], tmp_path / "replay", seeds=1)
+    (bundle / "manifest.json").unlink()
+    with pytest.raises(UserError, match="written before bundles carried their inputs"):
+        replay_live(bundle, [], tmp_path / "replay", seeds=1)

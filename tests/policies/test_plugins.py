@@ -7,29 +7,14 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gesscale.errors import UserError
-from gesscale.policies import base
 from gesscale.policies.base import load_plugin, make_policy
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _registry_kept() -> Iterator[None]:
-    """Forget, after each test, the plug-ins it loaded in this process: a plug-in left in the policy registry
-    would show up in every later test that lists the policies (the options table, the option checks)."""
-    base.policy_ids()  # the built-in policies registered first, so that they are kept
-    registry, plugins = dict(base._REGISTRY), dict(base._PLUGINS)
-    yield
-    base._REGISTRY.clear()
-    base._REGISTRY.update(registry)
-    base._PLUGINS.clear()
-    base._PLUGINS.update(plugins)
 
 
 def _example(tmp_path: Path) -> Path:

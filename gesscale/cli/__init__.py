@@ -118,7 +118,9 @@ def value_problem(value: Any) -> str | None:
 def _checked(process_value: Callable[[Any, Any], Any], param: Any) -> Callable[[Any, Any], Any]:
     def process_checked(ctx: Any, value: Any) -> Any:
         converted = process_value(ctx, value)
-        problem = value_problem(converted)
+        # the raw text too: int('1\n') converts, but a control character is never part of a value
+        raw = value if isinstance(value, str | list | tuple) else None
+        problem = value_problem(converted) or (value_problem(raw) if raw is not None else None)
         if problem:
             raise typer.BadParameter(problem, ctx=ctx, param=param)
         return converted

@@ -86,7 +86,10 @@ def check_workload(spec: Any, where: str) -> dict[str, Any]:
     check_keys(spec, ("kind", *WORKLOAD_KEYS[kind]), f"{where}: workload ({kind})")
     out = dict(spec)
     for key, value in spec.items():
-        if key in ("kind", "path", "levels") or value is None:
+        if value is None and key not in ("kind", "path", "levels"):
+            del out[key]  # `key: null` leaves the key unset: its default, or the error of a required one
+            continue
+        if key in ("kind", "path", "levels"):
             continue
         lo, lo_open, hi, hi_open, whole = _RANGES.get(key, (0.0, False, MAX_RATE, False, False))
         if key in ("start", "end", "mean", "amplitude", "base", "peak"):

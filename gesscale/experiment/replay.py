@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError, cut
+from gesscale.errors import UserError, brief, cut
 from gesscale.experiment.spec import ExperimentSpec
 
 
@@ -44,7 +44,8 @@ def spec_of_bundle(bundle: Path, extra_policies: Sequence[str] = ()) -> Experime
 def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str]) -> ExperimentSpec:
     doc = _read(bundle / "spec.resolved.json")
     if doc.get("environment") != "sim":
-        raise UserError(f"{bundle}: environment {doc.get('environment')!r} cannot be replayed yet (only sim bundles)")
+        raise UserError(f"{bundle}: environment {brief(doc.get('environment'))} cannot be replayed yet (only sim "
+                        "bundles)")
 
     def path(key: str) -> Path | None:
         return None if doc.get(key) is None else Path(doc[key])

@@ -36,7 +36,7 @@ def spec_of_bundle(bundle: Path, extra_policies: Sequence[str] = ()) -> Experime
     file (not a mapping, a key missing or of the wrong type) is one `UserError`."""
     try:
         return _spec_of_bundle(bundle, extra_policies)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, OSError) as err:  # OSError: a path too long
         raise UserError(f"{bundle}: a damaged bundle: spec.resolved.json is not a spec as `experiment run` writes "
                         f"it ({type(err).__name__}: {cut(str(err))})") from None
 

@@ -64,7 +64,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     (["produce", "--give-up-after", "nan"], "'--give-up-after': must be a finite number, got nan"),
     (["produce", "--speed", "inf"], "'--speed': must be a finite number, got inf"),
     (["k8s", "submit", "--image", "job:1\nrm -rf /"], "'--image': must not contain control characters"),
-    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "-n", "1" + "0" * 30], "must have at most 18 digits"),
+    (["compare", "-j", "1" + "0" * 30], "must have at most 18 digits"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--bp-high", "nan"], "must be a finite number"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--control-period", "2d"], "must be (0, 86400]"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "-p", "optimal", "--policy-option", "bins=1e9"],

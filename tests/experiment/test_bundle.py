@@ -37,7 +37,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
     ({"policy_options": {"static": {"replicas": 2}}}, "'static' is not among the policies"),
     ({"policy_options": {"gesscale": {"nosuch": 2}}}, "policy_options: gesscale:"),
     # the same declaration as the command line's (gesscale.options): values are checked, not only names
-    ({"controller": {"warmup_s": -5}}, "controller: 'warmup_s' must be >= 0"),
+    ({"controller": {"warmup_s": -5}}, "controller: 'warmup_s' must be \\[0, 86400\\]"),
     ({"controller": {"warmup_s": "soon"}}, "controller: 'warmup_s': 'soon' is not a duration"),
     ({"controller": {"min_replicas": 2}}, "controller: unknown key 'min_replicas'"),
     ({"scenario": "nosuch.yaml"}, "'scenario': file not found"),

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gesscale.errors import UserError, brief
+from gesscale.errors import UserError, brief, cut
 
 # Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace (dev_valid_name); we also
 # refuse anything but letters, digits, '_', '.', '-' (eth0, wlan0, enp1s0, eth0.100, br-lan), and '.'/'..'.
@@ -36,7 +36,7 @@ _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?
 
 
 def _refuse(host: str, key: str, value: Any, expected: str) -> UserError:
-    return UserError(f"host {brief(host)}: {key} {brief(value)} is not {expected}")
+    return UserError(f"host {cut(host)}: {key} {brief(value)} is not {expected}")
 
 
 def check_device(host: str, value: Any, key: str = "netem_device") -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,5 +204,3 @@ def test_the_caps_stop_a_hang_and_a_runaway_allocation() -> None:
     with pytest.raises(MemoryError), capped():
         bytearray(512 * 2**20)
 
-
-_ = Path  # kept for type hints of fixtures in editors

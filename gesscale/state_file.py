@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 
 _KEYS = {"policy", "policy_state", "last_reconfig_s", "pending", "rng"}
 
@@ -32,8 +32,8 @@ def _fail(path: Path, problem: str) -> UserError:
 def _time(path: Path, value: Any, what: str) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _fail(path, f"{what} must be a finite number of seconds, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or abs(value) > 1e18 or not math.isfinite(value):
+        raise _fail(path, f"{what} must be a finite number of seconds, got {brief(value)}")
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

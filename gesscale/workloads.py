@@ -59,7 +59,7 @@ MAX_RATE = 1e9
 # and the random walk's relative step are fractions below 1; a probability per second is at most 1; a ride is sent
 # a whole number of times; times (keys ending in `_s`, which also take `4h`, `90s`) are within MAX_WORKLOAD_S.
 _RANGES: dict[str, tuple[float, bool, float | None, bool, bool]] = {
-    "speed": (0.0, True, 1e6, False, False),
+    "speed": (1e-3, False, 1e6, False, False),
     "duplication": (1.0, False, 1e6, False, True),
     "days": (0.0, True, 30.0, False, False),
     "rides_per_day": (1.0, False, 1e9, False, True),
@@ -86,7 +86,10 @@ def check_workload(spec: Any, where: str) -> dict[str, Any]:
     check_keys(spec, ("kind", *WORKLOAD_KEYS[kind]), f"{where}: workload ({kind})")
     out = dict(spec)
     for key, value in spec.items():
-        if key in ("kind", "path", "levels") or value is None:
+        if value is None and key not in ("kind", "path", "levels"):
+            del out[key]  # `key: null` leaves the key unset: its default, or the error of a required one
+            continue
+        if key in ("kind", "path", "levels"):
             continue
         lo, lo_open, hi, hi_open, whole = _RANGES.get(key, (0.0, False, MAX_RATE, False, False))
         if key in ("start", "end", "mean", "amplitude", "base", "peak"):
@@ -130,7 +133,11 @@ def taxi_duration_s(spec: Mapping[str, Any]) -> int:
     """Length in seconds of a taxi replay: days of trace divided by the speed-up."""
     speed = _get(spec, "speed", 10, positive=True)
     days = _get(spec, "days", 2, positive=True)
-    return int(round(days * 86400 / speed))
+    length = days * 86400 / speed
+    if not math.isfinite(length) or length > 10 * MAX_WORKLOAD_S:
+        raise UserError(f"workload 'taxi': days / speed = {length:g} s, far beyond the {MAX_WORKLOAD_S:,} s (30 days) "
+                        "a run may last")
+    return int(round(length))
 
 
 def taxi_mean_rate(hour_of_day: float, spec: Mapping[str, Any]) -> float:

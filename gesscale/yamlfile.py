@@ -12,7 +12,8 @@ recursive alias, the nesting depth (`MAX_DEPTH`) and the digits of an integer (`
 libyaml's C parser is used when PyYAML has it (`yaml.CSafeLoader`, several times faster on large latency maps),
 with the same constructor, so the results are those of the pure-Python loader. Error messages are always the
 pure-Python loader's: a file the C loader refuses is parsed again by it for the message, so that both give the
-same line. A file whose characters could nest deeper than `_NESTING_BOUND` (flow brackets open at once,
+same line; a text holding a tab is read by the Python loader (libyaml takes some tabs PyYAML refuses, such as
+one after a value). A file whose characters could nest deeper than `_NESTING_BOUND` (flow brackets open at once,
 indentation and block indicators starting a line) is refused before either parser sees it.
 """
 
@@ -31,9 +32,9 @@ MAX_ALIAS_EXPANSION = 100_000  # nodes that aliases may add to a document when e
 MAX_DEPTH = 200  # levels of nesting (a scenario has 4)
 MAX_INT_DIGITS = 30  # digits of an integer (a count, a seed: 19 digits hold any 64-bit one)
 # A document whose characters allow more nesting than this is refused before parsing: libyaml's composer recurses
-# in C (60,000 levels crash the process) and PyYAML takes seconds on a thousand levels (5 s for 3,000). 600 allows
-# MAX_DEPTH levels with room, or indentation of up to 299 characters.
-_NESTING_BOUND = 600
+# in C (60,000 levels crash the process) and PyYAML takes seconds on a thousand levels (5 s for 3,000). 400 allows
+# MAX_DEPTH levels with room, or indentation of up to 199 characters.
+_NESTING_BOUND = 400
 _INT_TAG = "tag:yaml.org,2002:int"
 
 
@@ -145,6 +146,8 @@ def _nesting_bound(text: str) -> int:
 
 
 def _load(loader_cls: type, text: str) -> Any:
+    if "\t" in text:  # libyaml takes tabs PyYAML refuses (after a value: `0<tab>`): the Python loader decides
+        loader_cls = _StrictLoader
     loader = loader_cls(text)
     try:
         node = loader.get_single_node()

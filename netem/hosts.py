@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError, brief
+from gesscale.errors import UserError, brief, cut
 from gesscale.latency_map import LatencyMap
 from gesscale.names import check_name
 from netem.inventory_fields import CHECKS, check_host_vars, duplicate_addresses
@@ -89,7 +89,7 @@ def host_from_vars(name: str, hostvars: Mapping[str, Any]) -> Host:
     try:
         port = int(port)
     except (TypeError, ValueError):
-        raise UserError(f"host {brief(name)}: ansible_port must be a number, got {brief(port)}") from None
+        raise UserError(f"host {cut(str(name))}: ansible_port must be a number, got {brief(port)}") from None
     return Host(
         name=name,
         ssh_host=None if ssh_host is None else str(ssh_host),

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gesscale.errors import UserError, brief
+from gesscale.errors import UserError, brief, cut
 from gesscale.names import PATTERNS
 
 # Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace (dev_valid_name); we also
@@ -37,7 +37,7 @@ _LABEL_VALUE = re.compile(rf"(?:{PATTERNS['region']})?")  # the name rule's regi
 
 
 def _refuse(host: str, key: str, value: Any, expected: str) -> UserError:
-    return UserError(f"host {brief(host)}: {key} {brief(value)} is not {expected}")
+    return UserError(f"host {cut(host)}: {key} {brief(value)} is not {expected}")
 
 
 def check_device(host: str, value: Any, key: str = "netem_device") -> str:

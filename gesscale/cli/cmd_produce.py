@@ -179,6 +179,10 @@ def register(app: typer.Typer) -> None:
         from producer.run import ProduceOptions, prepare
 
         err = Console(stderr=True)
+        if file is not None:  # /dev/zero or a FIFO as the trace would be read forever
+            from gesscale.inputfile import check_regular
+
+            check_regular(file, "taxi file")
         opts = ProduceOptions(
             file=file, fmt=fmt, speed=speed, duplication=duplication, pattern=pattern, rate=rate,
             duration_s=duration, seed=seed, days=days, rides_per_day=rides_per_day, limit=limit, kafka=kafka,

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError, cut
+from gesscale.errors import UserError, brief, cut
 from gesscale.experiment.spec import ExperimentSpec
 
 
@@ -89,7 +89,7 @@ def spec_of_bundle(bundle: Path, extra_policies: Sequence[str] = (), trust_code:
     key missing or of the wrong type) is one `UserError`."""
     try:
         return _spec_of_bundle(bundle, extra_policies, trust_code, allow_outside)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, OSError) as err:  # OSError: a path too long
         raise UserError(f"{bundle}: a damaged bundle: spec.resolved.json is not a spec as `experiment run` writes "
                         f"it ({type(err).__name__}: {cut(str(err))})") from None
 
@@ -102,7 +102,8 @@ def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str], trust_code: boo
     carried = carried_inputs(bundle, allow_outside)
     doc = _read(bundle / "spec.resolved.json")
     if doc.get("environment") != "sim":
-        raise UserError(f"{bundle}: environment {doc.get('environment')!r} cannot be replayed yet (only sim bundles)")
+        raise UserError(f"{bundle}: environment {brief(doc.get('environment'))} cannot be replayed yet (only sim "
+                        "bundles)")
     if not carried.has("scenario"):
         raise UserError(f"{bundle}: the bundle carries no copy of its scenario (inputs/)")
     scenario = carried.path("scenario")

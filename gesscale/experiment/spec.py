@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief, cut
 from gesscale.names import check_name
 from gesscale.options import controller_from_dict, policy_options_from_dict
 from gesscale.schema import check_keys, number
@@ -83,19 +83,22 @@ class ExperimentSpec:
 
 
 def _path(value: Any, key: str, base: Path, where: str) -> Path:
-    if not isinstance(value, str) or not value:
-        raise UserError(f"{where}: '{key}' must be a file path, got {value!r}")
+    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 4096:
+        raise UserError(f"{where}: '{key}' must be a file path, got {brief(value)}")
     for root in (base, Path.cwd()):
-        p = (root / value).resolve()
-        if p.is_file():
-            return p
-    raise UserError(f"{where}: '{key}': file not found: {value}")
+        try:
+            p = (root / value).resolve()
+            if p.is_file():
+                return p
+        except OSError:  # a name too long for the file system: not found either
+            continue
+    raise UserError(f"{where}: '{key}': file not found: {cut(value)}")
 
 
 def _mapping(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     value = data.get(key) or {}
     if not isinstance(value, dict):
-        raise UserError(f"{where}: '{key}' must be a mapping, got {value!r}")
+        raise UserError(f"{where}: '{key}' must be a mapping, got {brief(value)}")
     return value
 
 
@@ -107,7 +110,7 @@ def _policy_list(raw: Any, key: str, where: str, plugins: dict[str, tuple[str, s
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
-        raise UserError(f"{where}: '{key}' must be a non-empty list of policy ids, got {raw!r}")
+        raise UserError(f"{where}: '{key}' must be a non-empty list of policy ids, got {brief(raw)}")
     for item in raw:
         if is_plugin_spec(item.strip()) and plugins is not None:
             path, _, cls = item.strip().rpartition(":")
@@ -172,7 +175,7 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     root = base or Path.cwd()
     env = data.get("environment", "sim")
     if env not in ENVIRONMENTS:
-        raise UserError(f"{where}: 'environment' must be one of {', '.join(ENVIRONMENTS)}, got {env!r}")
+        raise UserError(f"{where}: 'environment' must be one of {', '.join(ENVIRONMENTS)}, got {brief(env)}")
     if env not in BUILT:
         raise UserError(f"{where}: environment '{env}' is not built yet (built: "
                         f"{', '.join(repr(b) for b in BUILT)}: the simulator and the local testbed)")
@@ -197,13 +200,13 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     options = _mapping(data, "policy_options", where)
     for pid, opts in options.items():
         if pid not in policies:
-            raise UserError(f"{where}: policy_options: {pid!r} is not among the policies ({', '.join(policies)})")
+            raise UserError(f"{where}: policy_options: {brief(pid)} is not among the policies ({', '.join(policies)})")
         options[pid] = policy_options_from_dict(pid, opts, f"{where}: policy_options: {pid}")
     if "model" in data and not any(hasattr(make_policy(p), "model") for p in policies):
         raise UserError(f"{where}: 'model': none of the policies {', '.join(policies)} has a performance model")
     workload = data.get("workload")
     if workload is not None and not isinstance(workload, dict):
-        raise UserError(f"{where}: 'workload' must be a mapping (kind: ...), got {workload!r}")
+        raise UserError(f"{where}: 'workload' must be a mapping (kind: ...), got {brief(workload)}")
     if workload and workload.get("kind") == "csv" and "path" in workload:
         workload = {**workload, "path": str(_path(workload["path"], "workload.path", root, where))}
     return ExperimentSpec(

@@ -180,6 +180,19 @@ def test_a_damaged_rate_csv_is_one_line(content: str | bytes, message: str, tmp_
     assert message in line, line
 
 
+def test_a_device_as_the_taxi_trace_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gesscale produce /dev/zero` read the device forever."""
+    import threading
+
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(main(["produce", "/dev/zero", "--limit", "1"])),
+                              daemon=True)
+    runner.start()
+    runner.join(20)
+    assert result == [2], "produce did not return"
+    assert "taxi file /dev/zero is a device, not a regular file" in capsys.readouterr().err
+
+
 def test_a_fifo_as_a_rate_csv_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import os
 

@@ -14,7 +14,7 @@ _COMMON = {
     "database": None,
     "print_blob": True,
 }
-settings.register_profile("ci", derandomize=True, max_examples=int(os.environ.get("GESSCALE_FUZZ_EXAMPLES", "150")),
+settings.register_profile("ci", derandomize=True, max_examples=int(os.environ.get("GESSCALE_FUZZ_EXAMPLES", "500")),
                           **_COMMON)
 settings.register_profile("dev", max_examples=2000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -96,10 +96,12 @@ def _as_int(text: str) -> int:
 
 def _must_refuse(text: str, kind: type, param: Any) -> str | None:
     """Why this value must be refused (None: it may be taken), from what the option declares."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        return "control character"
+    # In a text a control character is refused; around a number, whitespace (a trailing newline) is harmless.
+    control = [c for c in text if ord(c) < 32 or ord(c) == 127]
     if kind is str:
-        return None
+        return "control character" if control else None
+    if any(not c.isspace() for c in control):
+        return "control character"
     try:
         value = float(text) if kind is float else _as_int(text)
     except ValueError:

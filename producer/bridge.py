@@ -4,9 +4,9 @@ The bridge subscribes with QoS 1 on a persistent session (fixed client id, clean
 acknowledgements. Each message is sent to Kafka; the PUBACK goes back to the MQTT broker from the Kafka
 success callback. A Kafka failure keeps the message un-acknowledged and retries it with backoff; if the bridge
 dies, the broker re-delivers whatever was not acknowledged when the bridge reconnects. Duplicates are possible
-(at-least-once), losses are not. A message whose record id this bridge has already forwarded (a producer
-publishing again what the MQTT broker may have lost, `producer.mqtt_sink`) is acknowledged without forwarding
-it a second time and counted (`deduplicated`); the first copy's own acknowledgement still waits for Kafka.
+(at-least-once), losses are not. A message whose record id Kafka already acknowledged from this bridge (a
+producer publishing again what the MQTT broker may have lost, `producer.mqtt_sink`) is acknowledged without
+forwarding it a second time and counted (`deduplicated`); the end verification still checks that record.
 
 The bridge subscribes to `producer.handshake.PING_TOPIC` in the same SUBSCRIBE as its data filters and answers
 a producer's ping when one of its filters covers the producer's topic: a producer publishes again after a broker
@@ -45,7 +45,7 @@ class BridgeStats:
     kafka_failures: int = 0
     mqtt_acked: int = 0
     redelivered: int = 0  # received with MQTT's DUP flag: sent before, maybe forwarded by an earlier bridge
-    deduplicated: int = 0  # received again after this bridge had forwarded the record: acknowledged, not forwarded
+    deduplicated: int = 0  # received again after Kafka acknowledged the record from this bridge: not forwarded
     pings: int = 0  # producers' questions answered (producer.handshake)
     elapsed_s: float = 0.0
     gave_up: bool = False
@@ -84,6 +84,7 @@ class Bridge:
         self._pending = 0
         self._down_since: float | None = None  # first Kafka failure since the last delivery
         self.ledger = Ledger()  # what was forwarded, for the end verification
+        self._delivered_ids: set[bytes] = set()  # producer record ids Kafka acknowledged in this run
         self.client_id = client_id
         from gesscale.brokers.security import kafka_client_config
 
@@ -150,11 +151,11 @@ class Bridge:
         with self._lock:
             self.stats.received += 1
             self.stats.redelivered += bool(msg.dup)
-            again = rid is not None and rid in self.ledger.records
+            again = rid is not None and rid in self._delivered_ids
             self.stats.deduplicated += again
             if not again:
                 self._pending += 1
-        if again:  # forwarded before by this bridge: that copy carries the delivery (module docstring)
+        if again:  # Kafka acknowledged this record from this bridge before (module docstring)
             if msg.qos > 0:
                 client.ack(msg.mid, msg.qos)
             return
@@ -181,13 +182,16 @@ class Bridge:
         except KafkaError:
             self._failed(mid, qos, key, value)
             return
-        future.add_callback(lambda _meta: self._delivered(mid, qos))
+        future.add_callback(lambda _meta: self._delivered(mid, qos, value))
         future.add_errback(lambda _exc: self._failed(mid, qos, key, value))
 
-    def _delivered(self, mid: int, qos: int) -> None:
+    def _delivered(self, mid: int, qos: int, value: bytes) -> None:
         if qos > 0:
             self._client.ack(mid, qos)
+        rid = record_id(value)
         with self._lock:
+            if rid is not None:
+                self._delivered_ids.add(rid)
             self.stats.forwarded += 1
             self.stats.mqtt_acked += qos > 0
             self._pending -= 1

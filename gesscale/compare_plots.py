@@ -194,7 +194,6 @@ def replicas_plot(
         ax.set_title(pid)
     for ax in list(axes.flat)[len(policies):]:
         ax.axis("off")
-    axes[0][0].legend(loc="upper left")
     for c in range(cols):
         used = [axes[r][c] for r in range(rows) if r * cols + c < len(policies)]
         if used:
@@ -202,7 +201,9 @@ def replicas_plot(
             used[-1].xaxis.set_tick_params(labelbottom=True)
     for row in axes:
         row[0].set_ylabel("replicas")
-    fig.suptitle(f"{scenario}: replicas over time (first seed) vs ideal")
+    # the key in the title: a legend over a panel would hide a curve, and it would show one policy's colour
+    fig.suptitle(f"{scenario}: replicas in use over time (first seed; one colour per policy) against the ideal "
+                 "count (black)")
     if cap_lines:
         fig.supxlabel("\n".join(cap_lines), fontsize=6)
     return _save(plt, fig, path, tight=False)

@@ -5,6 +5,7 @@ title and legend, the excess heatmap's linear colours, the time axis under a pan
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,36 +20,56 @@ from tests.cli.test_cli import MAP, scenario_text
 AUDITED: dict[str, Any] = {}  # file name -> the figure as saved
 
 
-def drawn_texts(fig: Any) -> list[Any]:
-    """(text, window extent) of every Text the renderer draws (visible and not empty), in display pixels."""
+def drawn_texts(fig: Any) -> tuple[list[Any], list[Any], tuple[float, float]]:
+    """(text, window extent) of every Text the renderer draws (visible and not empty) and the frames of the
+    legends drawn, in display pixels, and the canvas size: measured while the figure is saved at the saved
+    resolution (a layout engine lays it out then)."""
+    import matplotlib.legend
     import matplotlib.text
 
-    drawn: list[Any] = []
-    original = matplotlib.text.Text.draw
+    drawn: dict[int, Any] = {}
+    frames: dict[int, Any] = {}
+    size: list[float] = [0.0, 0.0]
+    draw_text, draw_legend = matplotlib.text.Text.draw, matplotlib.legend.Legend.draw
 
     def record(self: Any, renderer: Any) -> Any:
+        result = draw_text(self, renderer)
         if self.get_visible() and self.get_text().strip():
-            drawn.append(self)
-        return original(self, renderer)
+            drawn[id(self)] = (self.get_text(), self.get_window_extent(renderer))  # the last draw counts
+            size[:] = [renderer.width, renderer.height]
+        return result
 
-    matplotlib.text.Text.draw = record
+    def record_legend(self: Any, renderer: Any) -> Any:
+        result = draw_legend(self, renderer)
+        if self.get_visible():
+            frames[id(self)] = self.get_window_extent(renderer)
+        return result
+
+    matplotlib.text.Text.draw, matplotlib.legend.Legend.draw = record, record_legend
     try:
-        fig.canvas.draw()
+        fig.savefig(io.BytesIO(), format="png", dpi=figures.DPI)
     finally:
-        matplotlib.text.Text.draw = original
-    renderer = fig.canvas.get_renderer()
-    return [(t.get_text(), t.get_window_extent(renderer)) for t in drawn]
+        matplotlib.text.Text.draw, matplotlib.legend.Legend.draw = draw_text, draw_legend
+    return list(drawn.values()), list(frames.values()), (size[0], size[1])
+
+
+def _cross(a: Any, b: Any) -> bool:
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
+
+
+def _inside(inner: Any, outer: Any) -> bool:
+    return inner.x0 >= outer.x0 - 1 and inner.x1 <= outer.x1 + 1 and inner.y0 >= outer.y0 - 1 and \
+        inner.y1 <= outer.y1 + 1
 
 
 def text_problems(fig: Any) -> list[str]:
-    """Pairs of drawn texts that intersect (by more than half a pixel each way), and texts cut by the edge."""
-    texts = drawn_texts(fig)
-    w, h = fig.bbox.width, fig.bbox.height
-    out = [f"cut by the edge: {t!r}" for t, b in texts if b.x0 < -0.5 or b.y0 < -0.5 or b.x1 > w + 0.5
-           or b.y1 > h + 0.5]
-    for (ta, a), (tb, b) in itertools.combinations(texts, 2):
-        if min(a.x1, b.x1) - max(a.x0, b.x0) > 0.5 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0.5:
-            out.append(f"overlap: {ta!r} and {tb!r}")
+    """Pairs of drawn texts that intersect (by more than a pixel each way), a legend's frame over a text not its
+    own, and texts cut by the figure's edge."""
+    texts, frames, (w, h) = drawn_texts(fig)
+    out = [f"cut by the edge: {t!r}" for t, b in texts if b.x0 < -1 or b.y0 < -1 or b.x1 > w + 1 or b.y1 > h + 1]
+    out += [f"overlap: {ta!r} and {tb!r}" for (ta, a), (tb, b) in itertools.combinations(texts, 2) if _cross(a, b)]
+    out += [f"a legend covers {t!r}" for frame in frames for t, b in texts if _cross(frame, b)
+            and not _inside(b, frame)]
     return out
 
 

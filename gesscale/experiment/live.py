@@ -67,6 +67,9 @@ def live_metrics(rows: list[dict[str, Any]], report: dict[str, Any]) -> dict[str
         "periods": len(rows),
         "timings_s": report.get("timings_s"),
         "latency": report.get("latency"),  # the day records' end-to-end latency (gesscale.testbed.latency)
+        # its percentiles as figures of their own, so that the repeats' statistics compare them too
+        "latency_p50_s": (report.get("latency") or {}).get("p50_s"),
+        "latency_p95_s": (report.get("latency") or {}).get("p95_s"),
     }
 
 

@@ -20,9 +20,11 @@ import numpy as np
 from gesscale.stats import DEFAULT_RESAMPLES, bootstrap_interval, paired_comparison
 
 # The per-run figures compared (those of `live_metrics` present and numeric in every run).
-STAT_KEYS = ("replica_minutes", "reconfigurations", "avg_replicas", "max_backlog", "lost")
+STAT_KEYS = ("replica_minutes", "reconfigurations", "avg_replicas", "max_backlog", "lost", "latency_p50_s",
+             "latency_p95_s")
 STAT_TITLES = {"replica_minutes": "replica-minutes", "reconfigurations": "reconfigurations",
-               "avg_replicas": "mean replicas", "max_backlog": "peak backlog (records)", "lost": "records lost"}
+               "avg_replicas": "mean replicas", "max_backlog": "peak backlog (records)", "lost": "records lost",
+               "latency_p50_s": "record latency p50 (s)", "latency_p95_s": "record latency p95 (s)"}
 METHOD = (f"median of the runs with a 95 % percentile bootstrap interval of the median (B = {DEFAULT_RESAMPLES:,} "
           "resamples, seeded); pairs: mean of the per-block differences with its 95 % percentile bootstrap interval "
           "(blocks resampled) and the exact two-sided sign-flip p-value over all 2^k sign assignments of the k "

@@ -66,3 +66,19 @@ def test_decision_log_predicts_with_the_models_form_and_records_it() -> None:
     assert row["predicted_mst"] == 80.0  # 50 * 2 * (1 - 0.01 * 20)
     assert row["model_form"] == "proportional"
     assert row["model_loo_rms"] == "paper 20.0%; per-replica 5.0%; proportional 3.0%"
+
+
+def test_the_repeats_compare_the_record_latency_percentiles() -> None:
+    from gesscale.experiment.repeats import summarise
+
+    runs = {}
+    for block in (1, 2, 3):
+        for pid, p95 in (("gesscale", 10.0 + block), ("mdl-nlunaware", 20.0 + block)):
+            lat = {"records": 5, "p50_s": p95 / 2, "p95_s": p95}
+            runs[f"{pid}-b{block}"] = {"policy": pid, "block": block,
+                                       "live": live_metrics([{"replicas": 1, "backlog": 0.0}], {"latency": lat})}
+    stats = summarise(runs, [("gesscale", "mdl-nlunaware")], seed=1, resamples=200)
+    assert "latency_p95_s" in stats["metrics"] and "latency_p50_s" in stats["metrics"]
+    assert stats["per_policy"]["gesscale"]["latency_p95_s"]["value"] == 12.0
+    pair = stats["pairs"][0]["metrics"]["latency_p95_s"]
+    assert pair["mean_difference"]["value"] == -10.0 and pair["p_value"] == 0.25  # 3 blocks, all one sign

@@ -64,7 +64,7 @@ class ControlLoop:
         self.latency_map = latency_map
         self.network = network
         self.current_map = latency_map  # the map in force at the last period
-        self.graph = latency_map.graph()
+        self.graph = latency_map.placement_graph()
         self.config = config
         self.rng = random.Random(config.seed)
         self.oracle_demand = oracle_demand
@@ -171,7 +171,7 @@ class ControlLoop:
         lmap = self.network(now_s)
         if lmap is not self.current_map:
             self.current_map = lmap
-            self.graph = lmap.graph()
+            self.graph = lmap.placement_graph()
 
     def run(self, max_steps: int | None = None) -> list[StepRecord]:
         """Step until the backend has finished (or `max_steps`)."""

@@ -76,7 +76,7 @@ def generate_one(index: int, rnd: random.Random) -> tuple[dict[str, Any], str]:
              for i in range(sites)}
     lmap = latency_map_from_dict({"nodes": nodes, "derive": "geo"}, f"generated {index}")
     n_max = rnd.randint(3, min(12, sites))
-    nds = placement.best_nd_max_by_size(lmap.graph(), lmap.names, n_max)
+    nds = placement.best_nd_max_by_size(lmap.placement_graph(), lmap.names, n_max)
     truth = _truth(rnd)
     for _ in range(100):  # scaling out must pay: redraw γ until MST(n_max) ≥ 1.5 MST(1)
         gt = GroundTruth(truth["alpha"], truth["beta"], truth["gamma"])

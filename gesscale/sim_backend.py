@@ -77,7 +77,7 @@ class SimBackend(Backend):
         """The placement graph of one map in force (built once per map of the schedule)."""
         key = lmap.applied
         if key not in self._graphs:
-            self._graphs[key] = lmap.graph()
+            self._graphs[key] = lmap.placement_graph()
         return self._graphs[key]
 
     def _change_after(self, t: int) -> float:

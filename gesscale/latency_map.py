@@ -380,17 +380,53 @@ class LatencyMap:
         if self.link_defaults:
             out["link_defaults"] = dict(self.link_defaults)
         if self.links:
-            order = self.index
-            links: dict[str, dict[str, Any]] = {}
-            for pair, values in self.links.items():
-                a, b = sorted(pair, key=order.__getitem__)
-                links.setdefault(a, {})[b] = dict(values)
-            out["links"] = links
+            out["links"] = self.to_dict_links()
         remaining = self.changes[self.applied :]
         if remaining:
             out["changes"] = [c.to_dict() for c in remaining]
         return out
 
+    def to_dict_links(self) -> dict[str, dict[str, Any]]:
+        """`links:` in YAML form, each pair once, from its node first in map order."""
+        order = self.index
+        links: dict[str, dict[str, Any]] = {}
+        for pair, values in self.links.items():
+            a, b = sorted(pair, key=order.__getitem__)
+            links.setdefault(a, {})[b] = dict(values)
+        return links
+
+
+    def to_record(self, used: Iterable[str] = ()) -> dict[str, Any]:
+        """The map for a record (a bundle's network.json): `to_dict` up to GRAPH_MAX_NODES nodes; above, what grows
+        with N and the nodes used, not N^2 values: the nodes, how unlisted pairs are derived, the pairs given, the
+        link properties, the changes still to come, and the rows (RTT in force to every node, in map order) of the
+        `used` nodes."""
+        if len(self.nodes) <= GRAPH_MAX_NODES:
+            return self.to_dict()
+        nodes = {n.name: {k: v for k, v in (("region", n.region), ("lat", n.lat), ("lon", n.lon)) if v is not None}
+                 for n in self.nodes.values()}
+        out: dict[str, Any] = {"nodes": nodes}
+        table = self.rtts
+        if isinstance(table, GeoRtts):
+            out["derive"] = "geo"
+            out["geo"] = {"stretch": table.stretch, "base_ms": table.base_ms}
+            given: dict[str, dict[str, float]] = {}
+            for (i, j), v in sorted(table.given.items()):
+                given.setdefault(self.names[i], {})[self.names[j]] = v
+            if given:
+                out["rtt_ms"] = given
+        else:
+            out["rtt_matrix"] = f"{len(self.names)}x{len(self.names)} dense matrix, not recorded: see rows"
+        if self.link_defaults:
+            out["link_defaults"] = dict(self.link_defaults)
+        if self.links:
+            out["links"] = self.to_dict_links()
+        remaining = self.changes[self.applied :]
+        if remaining:
+            out["changes"] = [c.to_dict() for c in remaining]
+        keep = sorted(set(used), key=self.index.__getitem__)
+        out["rows"] = {n: [round(float(x), 3) for x in self.row(self.index[n])] for n in keep}
+        return out
 
 class _State:
     """The mutable RTT and property overrides while a schedule is applied (at load, to validate it; in `at`)."""

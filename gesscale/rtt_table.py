@@ -211,17 +211,20 @@ class GeoRtts(RttTable):
         km = great_circle_km(self.lat[i], self.lon[i], self.lat[j], self.lon[j])
         return round(fibre_rtt_ms(km, self.stretch, self.base_ms), 3)
 
-    def derive(self, i: int, cols: np.ndarray | None = None) -> np.ndarray:
-        """Derived RTTs (ms) from node i to `cols` (every node when None), ignoring given pairs."""
-        xyz = self.xyz if cols is None else self.xyz[cols]
-        chord = np.sqrt(((xyz - self.xyz[i]) ** 2).sum(axis=1))
+    def _from_chord(self, chord: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """RTTs (ms, whole microseconds) for chord lengths on the unit sphere, and where the rounding is too close
+        to call (those are recomputed with the scalar formula)."""
         km = 2.0 * EARTH_RADIUS_KM * np.arcsin(np.minimum(1.0, chord / 2.0))
         us_raw = (self.base_ms + 2.0 * km * self.stretch / FIBRE_KM_PER_MS) * US_PER_MS
         us = np.rint(us_raw)
-        out = us / US_PER_MS
-        near = np.flatnonzero(np.abs(np.abs(us_raw - us) - 0.5) < _HALF_BAND)
+        return us / US_PER_MS, np.abs(np.abs(us_raw - us) - 0.5) < _HALF_BAND
+
+    def derive(self, i: int, cols: np.ndarray | None = None) -> np.ndarray:
+        """Derived RTTs (ms) from node i to `cols` (every node when None), ignoring given pairs."""
+        xyz = self.xyz if cols is None else self.xyz[cols]
+        out, near = self._from_chord(np.sqrt(((xyz - self.xyz[i]) ** 2).sum(axis=1)))
         col_ids = np.arange(self.n) if cols is None else np.asarray(cols)
-        for k in near:
+        for k in np.flatnonzero(near):
             out[k] = self._scalar(i, int(col_ids[k]))
         out[col_ids == i] = 0.0
         return out
@@ -251,7 +254,11 @@ class GeoRtts(RttTable):
     def block(self, idx: Sequence[int]) -> np.ndarray:
         """The k x k matrix of some nodes (ms), derived for the block only."""
         ids = np.asarray(idx, dtype=np.intp)
-        out = np.stack([self.derive(int(i), ids) for i in ids]) if len(ids) else np.zeros((0, 0))
+        pts = self.xyz[ids]
+        out, near = self._from_chord(np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2)))
+        for a, b in np.argwhere(near):
+            out[a, b] = self._scalar(int(ids[a]), int(ids[b]))
+        out[ids[:, None] == ids[None, :]] = 0.0
         if self.given:
             pos = {int(x): k for k, x in enumerate(ids)}
             for a, ka in pos.items():

@@ -30,6 +30,9 @@ def test_derived_rows_equal_the_scalar_fibre_model_rounded_to_the_microsecond() 
         row = m.row(i)
         for j in range(400):
             assert row[j] == round(geo_rtt_ms(nodes[i], nodes[j]), 3), (i, j)
+    some = m.names[::13]
+    block = m.block(some)
+    assert all(block[a, b] == m.rtt(x, y) for a, x in enumerate(some) for b, y in enumerate(some))
 
 
 def test_a_value_on_a_half_microsecond_is_rounded_as_python_rounds() -> None:
@@ -92,3 +95,16 @@ def test_triangle_check_above_the_full_size_looks_at_measured_pairs_and_states_i
         "<inline>: pair (n5, n9) = 30 ms exceeds the path via n0 (20 ms): triangle inequality violated"]
     listed = latency_map_from_dict(latency_map_from_dict(_geo_doc(400)).to_dict(), "listed")
     assert any("seeded sample of 5000 of the 79800 measured pairs" in w for w in listed.warnings)
+
+
+def test_a_large_map_is_recorded_by_what_it_states_and_the_rows_of_the_used_nodes() -> None:
+    doc = {**_geo_doc(400), "rtt_ms": {"n3": {"n7": 99.5}},
+           "changes": [{"t_s": 10, "node": "n5", "add_rtt_ms": 4}]}
+    m = latency_map_from_dict(doc)
+    rec = m.to_record(["n9", "n2"])
+    assert rec["derive"] == "geo" and rec["rtt_ms"] == {"n3": {"n7": 99.5}} and len(rec["changes"]) == 1
+    assert list(rec["rows"]) == ["n2", "n9"] and len(rec["rows"]["n2"]) == 400
+    assert rec["rows"]["n2"][9] == m.rtt("n2", "n9")
+    assert m.at(10).to_record(["n5"])["rows"]["n5"][0] == m.rtt("n5", "n0") + 4
+    small = latency_map_from_dict({"nodes": ["a", "b"], "rtt_ms": {"a": {"b": 3}}})
+    assert small.to_record(["a"]) == small.to_dict()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
@@ -118,7 +119,7 @@ class NodePlan:
             ]  # fmt: skip
         return cmds
 
-    @property
+    @cached_property
     def hashed(self) -> bool:
         """Whether the filters go into a hash table (more than HASH_MIN_PEERS peers, all with IPv4 addresses)."""
         return len(self.rules) > HASH_MIN_PEERS and all(_last_octet(r.address) is not None for r in self.rules)

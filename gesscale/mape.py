@@ -28,7 +28,7 @@ from typing import Any
 from gesscale.backend import Backend
 from gesscale.config import ControllerConfig
 from gesscale.latency_map import LatencyMap
-from gesscale.observation import Decision, Observation, Placement, Reconfiguration
+from gesscale.observation import Decision, NodeState, Observation, Placement, Reconfiguration
 from gesscale.policies.base import Policy, PolicyContext, place
 from gesscale.state_file import state_for
 
@@ -64,7 +64,7 @@ class ControlLoop:
         self.latency_map = latency_map
         self.network = network
         self.current_map = latency_map  # the map in force at the last period
-        self.graph = latency_map.graph()
+        self.graph = latency_map.placement_graph()
         self.config = config
         self.rng = random.Random(config.seed)
         self.oracle_demand = oracle_demand
@@ -75,6 +75,8 @@ class ControlLoop:
         self.on_step = on_step
         self.last_reconfig_s = -float("inf")
         self.history: list[StepRecord] = []
+        self._last_nodes: list[NodeState] | None = None
+        self._last_candidates: tuple[str, ...] = ()
         self.resume_note = ""  # what happened to a state of another policy (gesscale.state_file.state_for)
         if self.state_path and self.state_path.exists():
             self._resume()
@@ -119,7 +121,7 @@ class ControlLoop:
     def context(self, now_s: float, obs: Observation | None = None) -> PolicyContext:
         """What the policy may know at time `now_s`."""
         self._follow_network(now_s)
-        candidates = tuple(n.name for n in self.backend.nodes() if n.schedulable and n.name in self.latency_map.nodes)
+        candidates = self._candidates(self.backend.nodes())
         return PolicyContext(
             graph=self.graph,
             candidates=candidates,
@@ -130,6 +132,15 @@ class ControlLoop:
             oracle_demand=self.oracle_demand,
             input_end_s=self.input_end_s,
         )
+
+    def _candidates(self, nodes: list[NodeState]) -> tuple[str, ...]:
+        """The schedulable nodes of the map, as one tuple reused while they do not change (placement caches by it:
+        on a large map, turning names into a mask every period would cost more than the decision)."""
+        last = self._last_nodes
+        if last is None or len(last) != len(nodes) or not all(a is b for a, b in zip(nodes, last, strict=True)):
+            self._last_nodes = list(nodes)  # NodeState is frozen: the same objects are the same states
+            self._last_candidates = tuple(n.name for n in nodes if n.schedulable and n.name in self.latency_map.nodes)
+        return self._last_candidates
 
     def step(self) -> StepRecord:
         """Monitor, analyse, plan and execute one period."""
@@ -171,7 +182,7 @@ class ControlLoop:
         lmap = self.network(now_s)
         if lmap is not self.current_map:
             self.current_map = lmap
-            self.graph = lmap.graph()
+            self.graph = lmap.placement_graph()
 
     def run(self, max_steps: int | None = None) -> list[StepRecord]:
         """Step until the backend has finished (or `max_steps`)."""

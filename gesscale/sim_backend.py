@@ -43,6 +43,7 @@ class SimBackend(Backend):
         self.seed = scenario.seed if seed is None else seed
         self.truth = scenario.truth
         self.lmap = scenario.latency_map
+        self._node_states: list[NodeState] | None = None
         self._change_secs = sorted({int(math.ceil(t)) for t in self.lmap.change_times})
         self._graphs: dict[int, nx.Graph] = {}
         self.network = self.lmap.at(0)  # the map in force now
@@ -77,7 +78,7 @@ class SimBackend(Backend):
         """The placement graph of one map in force (built once per map of the schedule)."""
         key = lmap.applied
         if key not in self._graphs:
-            self._graphs[key] = lmap.graph()
+            self._graphs[key] = lmap.placement_graph()
         return self._graphs[key]
 
     def _change_after(self, t: int) -> float:
@@ -94,8 +95,10 @@ class SimBackend(Backend):
 
     # -- Backend interface ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeState]:
-        """Every node of the latency map, all schedulable."""
-        return [NodeState(n) for n in self.scenario.latency_map.names]
+        """Every node of the latency map, all schedulable (one list, built once: a fog may have 10 000 nodes)."""
+        if self._node_states is None:
+            self._node_states = [NodeState(n) for n in self.scenario.latency_map.names]
+        return list(self._node_states)
 
     def current(self) -> Placement:
         """Replica nodes now."""

@@ -10,6 +10,14 @@ a round trip between two nodes crosses two half delays and equals the map (docs/
                     queue is time-sorted and would; wiki.linuxfoundation.org/networking/netem)
                       or  `pfifo limit 1000`          (mode "structural": kernels without netem)
       └─ one u32 filter per destination: `match ip dst <peer>/32 flowid <class>`
+         (above HASH_MIN_PEERS peers, in a 256-bucket u32 hash table keyed on the address's last octet)
+
+What a kernel holds: htb class minors are 16 bits, so one root takes at most 0xFFFF - 0x10 peers (more is refused
+here). A u32 filter list is walked in order for every packet, so a node with thousands of peers would test
+thousands of filters per packet; above HASH_MIN_PEERS the filters go into a hash table of 256 buckets (u32's
+largest divisor) on the last octet of the destination, and each packet walks one bucket (a 10 000-node map:
+about 40 filters) instead of all of them (the u32 hashing-filter recipe, `tc-u32(8)`, "hashkey" and "link").
+Plans are built per node (`iter_plans`) from the node's row of RTTs, so a large map never holds every plan.
 
 The structural mode exists because some kernels (this CI machine's among them) ship htb and u32 but not
 netem: the same tree is built with a plain FIFO leaf, so that classification can still be checked by class
@@ -20,8 +28,9 @@ counters, while delay values are checked on a kernel with netem. The same plan d
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
@@ -35,6 +44,9 @@ FIRST_PEER_MINOR = 0x10
 CLASS_RATE = "10gbit"  # far above any Pi NIC: the class only classifies, it must never shape
 STRUCTURAL_LEAF = "pfifo limit 1000"
 MARKER_DIR = "/run/gesscale-netem"  # the applied script is kept here; /run is emptied at boot, like tc state
+HASH_MIN_PEERS = 64  # above this many peers, u32 filters go into a hash table (one bucket walked per packet)
+HASH_TABLE = "2:"  # the handle of that table; the root's own u32 table is 800:
+HASH_BUCKETS = 256  # u32's largest divisor
 
 
 @dataclass(frozen=True)
@@ -97,9 +109,27 @@ class NodePlan:
             if self.mode == "netem" and rule.jitter_ms and not self.reorder:
                 cmds.append(["tc", "qdisc", "add", "dev", dev, "parent", rule.leaf_handle + "1",
                              *STRUCTURAL_LEAF.split()])  # fmt: skip
-            cmds.append(["tc", "filter", "add", "dev", dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1",
-                         "u32", "match", "ip", "dst", f"{rule.address}/32", "flowid", rule.classid])  # fmt: skip
+            cmds.append(self._filter(rule))
+        if self.hashed:
+            cmds[2:2] = [
+                ["tc", "filter", "add", "dev", dev, "parent", ROOT_HANDLE, "prio", "1", "handle", HASH_TABLE,
+                 "protocol", "ip", "u32", "divisor", str(HASH_BUCKETS)],
+                ["tc", "filter", "add", "dev", dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1", "u32",
+                 "ht", "800::", "match", "ip", "dst", "0.0.0.0/0", "hashkey", "mask", "0x000000ff", "at", "16",
+                 "link", HASH_TABLE],
+            ]  # fmt: skip
         return cmds
+
+    @cached_property
+    def hashed(self) -> bool:
+        """Whether the filters go into a hash table (more than HASH_MIN_PEERS peers, all with IPv4 addresses)."""
+        return len(self.rules) > HASH_MIN_PEERS and all(_last_octet(r.address) is not None for r in self.rules)
+
+    def _filter(self, rule: PeerRule) -> list[str]:
+        """The u32 filter sending traffic to a peer into its class (in its hash bucket when hashed)."""
+        where = ["ht", f"{HASH_TABLE[:-1]}:{_last_octet(rule.address):x}:"] if self.hashed else []
+        return ["tc", "filter", "add", "dev", self.device, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1",
+                "u32", *where, "match", "ip", "dst", f"{rule.address}/32", "flowid", rule.classid]  # fmt: skip
 
     def clear_commands(self) -> list[list[str]]:
         """`tc` argument list that removes the tree (deleting the root deletes classes, leaves and filters)."""
@@ -151,6 +181,12 @@ class NodePlan:
         return "\n".join([head, *rows])
 
 
+def _last_octet(address: str) -> int | None:
+    """The last octet of a dotted IPv4 address (the hash key), None for anything else."""
+    parts = address.split(".")
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() and int(parts[3]) < 256 else None
+
+
 def _ms(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
@@ -172,6 +208,19 @@ def build_plan(
     `addresses` gives each node's IPv4 address on the cluster network, `devices` its interface. Every node of
     the map must have both; checking happens here, before anything touches a host.
     """
+    return dict(iter_plans(lmap, addresses, devices, mode, nodes, reorder))
+
+
+def iter_plans(
+    lmap: LatencyMap,
+    addresses: Mapping[str, str],
+    devices: Mapping[str, str],
+    mode: str = "netem",
+    nodes: list[str] | None = None,
+    reorder: bool = False,
+) -> Iterator[tuple[str, NodePlan]]:
+    """`build_plan` one node at a time: every input is checked before the first plan is yielded, then each plan
+    is built from the node's row of RTTs when asked for (a 10 000-node map never holds more than one)."""
     if mode not in MODES:
         raise UserError(f"unknown netem mode {mode!r}: choose one of {', '.join(MODES)}")
     names = lmap.names
@@ -188,13 +237,35 @@ def build_plan(
     for n in targets:  # the name goes into the script, its comment and the marker path: a strict pattern only
         check_device(n, devices[n])
     if len(names) > 0xFFFF - FIRST_PEER_MINOR:
-        raise UserError(f"{lmap.source}: too many nodes for one htb root ({len(names)})")
-    plans: dict[str, NodePlan] = {}
+        raise UserError(f"{lmap.source}: too many nodes for one htb root ({len(names)}; htb class ids are 16 bits, "
+                        f"so one root takes at most {0xFFFF - FIRST_PEER_MINOR} peers)")
+
+    return _plans(lmap, addresses, devices, mode, targets, reorder)
+
+
+def _plans(lmap: LatencyMap, addresses: Mapping[str, str], devices: Mapping[str, str], mode: str,
+           targets: list[str], reorder: bool) -> Iterator[tuple[str, NodePlan]]:
+    names = lmap.names
+    index = lmap.index
+    defaults = lmap.link_defaults
+    jitter0 = float(defaults.get("jitter_ms") or 0.0)
+    loss0 = float(defaults.get("loss_pct") or 0.0)
+    bw0 = defaults.get("bandwidth_mbit")
+    by_node: dict[str, list[str]] = {}
+    for pair in lmap.links:
+        a, b = tuple(pair)
+        by_node.setdefault(a, []).append(b)
+        by_node.setdefault(b, []).append(a)
     for node in targets:
+        row = lmap.row(index[node])
+        special = set(by_node.get(node, ()))
         rules = []
         for i, peer in enumerate(p for p in names if p != node):
-            link = lmap.link(node, peer)
-            rules.append(PeerRule(peer, addresses[peer], link.rtt_ms / 2.0, f"1:{FIRST_PEER_MINOR + i:x}",
-                                  link.jitter_ms, link.loss_pct, link.bandwidth_mbit))  # fmt: skip
-        plans[node] = NodePlan(node, devices[node], mode, tuple(rules), reorder)
-    return plans
+            if peer in special:
+                link = lmap.link(node, peer)
+                jitter, loss, bw = link.jitter_ms, link.loss_pct, link.bandwidth_mbit
+            else:
+                jitter, loss, bw = jitter0, loss0, bw0
+            rules.append(PeerRule(peer, addresses[peer], float(row[index[peer]]) / 2.0,
+                                  f"1:{FIRST_PEER_MINOR + i:x}", jitter, loss, bw))  # fmt: skip
+        yield node, NodePlan(node, devices[node], mode, tuple(rules), reorder)

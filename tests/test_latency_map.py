@@ -103,11 +103,14 @@ def test_binary_file_is_a_clear_error(tmp_path: Path) -> None:
         load_latency_map(blob)
 
 
-def test_a_map_above_the_stated_limit_is_refused_with_one_line_before_any_pair_is_computed() -> None:
+def test_a_map_above_the_stated_limit_is_refused_with_one_line_giving_the_memory_it_would_take() -> None:
     from gesscale.latency_map import MAX_NODES
 
-    doc = {"nodes": {f"n{i}": {"lat": 50.0 + i * 1e-4, "lon": 10.0} for i in range(10_000)}, "derive": "geo"}
-    with pytest.raises(UserError, match=f"10000 nodes; at most {MAX_NODES}"):
+    assert MAX_NODES >= 50_000  # issue 31: the former 2 000-node limit is gone
+    n = MAX_NODES + 1
+    doc = {"nodes": [f"n{i}" for i in range(n)], "default_rtt_ms": 10}
+    with pytest.raises(UserError, match=rf"^huge.yaml: {n} nodes; at most {MAX_NODES} are supported \(this map "
+                                        r"would take about 40.2 GB in memory, 205 MB derived from coordinates\)$"):
         latency_map_from_dict(doc, "huge.yaml")
 
 
@@ -118,3 +121,9 @@ def test_the_testbed_map_says_its_delays_are_emulated() -> None:
     header = "".join(line for line in (Path(__file__).parents[1] / "inventory/latency/fog9.yaml").read_text()
                      .splitlines(keepends=True) if line.startswith("#")).replace("\n#", "")
     assert "no delay is emulated" not in header and "userspace delay engine" in header and "--wan" in header
+
+
+def test_a_10000_node_geo_map_loads() -> None:
+    doc = {"nodes": {f"n{i}": {"lat": 50.0 + i * 1e-4, "lon": 10.0} for i in range(10_000)}, "derive": "geo"}
+    m = latency_map_from_dict(doc, "big.yaml")
+    assert len(m.rtts) == 10_000 * 9_999 // 2 and m.rtt("n0", "n1") == 1.0  # 11 m apart: the base delay

@@ -43,3 +43,20 @@ def test_cli_writes_loadable_files(tmp_path: Path) -> None:
     files = sorted(out.glob("*.yaml"))
     assert len(files) == 7
     assert {load_scenario(f).workload["kind"] for f in files} == set(KINDS)
+
+
+def test_a_generated_fog_is_clustered_and_its_peak_needs_at_least_32_replicas() -> None:
+    from gesscale.scenario import scenario_from_dict
+    from gesscale.scenario_gen import generate_fog
+    from gesscale.sim_backend import SimBackend
+
+    doc, note = generate_fog(500, 3)
+    assert doc == generate_fog(500, 3)[0]  # seeded
+    sc = scenario_from_dict(doc, doc["name"])
+    assert len(sc.latency_map.names) == 500 and sc.max_replicas == 64
+    regions = {}
+    for site in doc["cluster"]["nodes"].values():
+        regions[site["region"]] = regions.get(site["region"], 0) + 1
+    assert max(regions.values()) > 4 * 500 / len(regions)  # a few large metros hold most sites
+    demand = SimBackend(sc).demand()
+    assert demand.max() >= 32 and "needs 40 replicas" in note

@@ -12,7 +12,7 @@ from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap, load_latency_map
 from netem.engines import check_engine, pick_engine, userspace_plans
 from netem.hosts import Host, hosts_for_map, load_inventory
-from netem.plan import MODES, NodePlan, build_plan
+from netem.plan import MODES, NodePlan, iter_plans
 from netem.playbooks import run_playbook
 from netem.remote import HostRemote
 from netem.run import Options, clear_userspace_tag, needs_devices, resolve, userspace_service
@@ -126,10 +126,10 @@ def register(app: typer.Typer) -> None:
                     typer.echo(p.rules_text(), nl=False)
             return
         devices = {n: h.device or device for n, h in hosts.items()}
-        plans = build_plan(lmap, {n: h.address or "" for n, h in hosts.items()}, devices, mode, reorder=allow_reorder)
+        plans = iter_plans(lmap, {n: h.address or "" for n, h in hosts.items()}, devices, mode, reorder=allow_reorder)
         for warning in lmap.warnings:
             typer.echo(f"warning: {warning}", err=True)
-        for node, p in plans.items():
+        for node, p in plans:  # one node at a time: a large map never holds every plan
             typer.echo(p.apply_script() if script else plan_summary(p))
             if not hosts[node].device:
                 typer.echo(f"  (netem_device not set for {node}: shown as {device})")

@@ -114,7 +114,7 @@ def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: lis
     paths.append(write_json(out / "environment.json", {**environment_record(repo, argv),
                                                          "input": _input_record(scenario, seeds)}))
     paths.append(write_json(out / "network.json", {
-        "configured": scenario.latency_map.to_dict(), "measured": None,
+        "configured": scenario.latency_map.to_record(_used_nodes(results)), "measured": None,
         "note": "simulator: the configured map is the ground truth; nothing is measured"}))
     paths.append(write_csv(out / "decisions.csv", decisions, DECISION_COLUMNS))
     doc = simulate_json(scenario.name, next(iter(results.values()))[0].duration_s, results,
@@ -136,3 +136,8 @@ def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: lis
     paths.append(write_report(out, spec, doc, provenance, figures, decisions, table3, files=paths))
     paths.append(write_manifest(out, paths, inputs, kind))
     return paths
+
+
+def _used_nodes(results: dict[str, list[Any]]) -> set[str]:
+    """Every node a run placed a replica on (a large map's record keeps only their rows)."""
+    return {n for runs in results.values() for r in runs for h in r.history for n in h.observation.replicas}

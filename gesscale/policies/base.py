@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import networkx as nx
-
 from gesscale import placement
 from gesscale.config import ControllerConfig
 from gesscale.errors import UserError
@@ -33,7 +31,7 @@ from gesscale.observation import Decision, Observation
 class PolicyContext:
     """What a policy may know besides the observation."""
 
-    graph: nx.Graph
+    graph: Any  # the placement graph: nx.Graph for a small map, else the LatencyMap read by rows (placement.py)
     candidates: tuple[str, ...]
     config: ControllerConfig
     rng: random.Random

@@ -81,6 +81,14 @@ def capacity_with(
     return model.predict(m, placement.nd_max(graph, nodes))
 
 
+def capacities(model: PerformanceModel, graph: Any, current: tuple[str, ...], candidates: tuple[str, ...],
+               n_min: int, n_max: int) -> dict[int, float]:
+    """`capacity_with` for every m in n_min..n_max, from one grow to n_max and one shrink to n_min: the greedy sets
+    are prefixes of each other, so this gives the same values at the cost of one placement, not n_max of them."""
+    nds = placement.capacity_nd_max(graph, current, candidates, n_min, n_max)
+    return {m: model.predict(m, nds[m]) if m in nds else 0.0 for m in range(n_min, n_max + 1)}
+
+
 def peak_backlog(backlog: float, rate: float, slope: float, capacity: float, pause_s: float, horizon_s: float,
                  step_s: float = 10.0) -> tuple[float, float]:
     """(largest, final) backlog over `horizon_s` seconds for an input rate + slope·t (never negative), processed
@@ -217,8 +225,7 @@ class GesscalePlusPolicy(Policy):
             return Decision(n, "uncalibrated")
         if obs.paused_s > 0:
             return Decision(n, "paused: waiting for a clean period")
-        caps = {m: capacity_with(self.model, ctx.graph, obs.replicas, ctx.candidates, m)
-                for m in range(ctx.n_min, ctx.n_max + 1)}
+        caps = capacities(self.model, ctx.graph, obs.replicas, ctx.candidates, ctx.n_min, ctx.n_max)
         n_hi = max(x.n for x in self.model.measurements_)
         if n_hi in caps:  # beyond the largest size measured, scale-out is taken as sublinear (beta_prior)
             for m in range(n_hi + 1, ctx.n_max + 1):

@@ -96,7 +96,7 @@ def model_curve(model: dict[str, Any], lmap: LatencyMap | None, n_max: int) -> t
     if lmap is not None:
         from gesscale import placement
 
-        nds = placement.best_nd_max_by_size(lmap.graph(), lmap.names, n_max)[1:]
+        nds = placement.best_nd_max_by_size(lmap.placement_graph(), lmap.names, n_max)[1:]
         label = "model at the min-ND_max placement"
     else:
         nd = max(m["nd_max_ms"] for m in model["measurements"])

@@ -154,12 +154,17 @@ def test_the_shipped_template_forms_are_read_without_evaluation(tmp_path: Path) 
         assert load_inventory(ROOT / "inventory" / inventory)
 
 
-@pytest.mark.parametrize("field", ["region", "ansible_host"])  # ansible_host: templated to connect, unless delegated
-def test_the_playbook_check_refuses_a_templated_value_unevaluated(tmp_path: Path, field: str) -> None:
+@pytest.mark.parametrize(("playbook", "field"), [
+    ("site.yml", "region"), ("site.yml", "ansible_host"),  # ansible_host: templated to connect, unless delegated
+    ("netem.yml", "ansible_host"), ("measure.yml", "ansible_host"), ("reset.yml", "ansible_host"),
+])
+def test_the_playbook_check_refuses_a_templated_value_unevaluated(tmp_path: Path, playbook: str, field: str) -> None:
+    """Every playbook imports the check first (inventory-check.yml), so none of them, run directly with
+    ansible-playbook, evaluates a lookup in an inventory value (netem.yml and measure.yml had no check)."""
     sentinel = tmp_path / "pwned"
     inv = _inventory(tmp_path, {"a": {**BASE["a"], field: _lookup(sentinel)}, "b": BASE["b"]})
     res = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
-                          str(ROOT / "playbooks" / "site.yml"), "--tags", "no-such-tag", "--limit", "a",
+                          str(ROOT / "playbooks" / playbook), "--tags", "no-such-tag", "--limit", "a",
                           "-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
     assert "TASK [Refuse values that would reach a command" in res.stdout, res.stdout[-2000:]

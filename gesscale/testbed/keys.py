@@ -46,16 +46,16 @@ def _message_key(record: Any) -> bytes:
     return record.key
 
 
-def key_counts(bootstrap: str, topic: str, idle_polls: int = 30,
-               key_of: Callable[[Any], bytes] = _message_key) -> Counter[bytes]:
-    """How many records carry each key (`key_of(record)`) in `topic`, from the beginning to the end offsets."""
+def scan_topic(bootstrap: str, topic: str, visit: Callable[[Any], None], idle_polls: int = 30,
+               doing: str = "reading it") -> None:
+    """Call `visit(record)` for every record of `topic`, from the beginning to the end offsets taken at the start;
+    TimeoutError after `idle_polls` empty polls of a second (`doing` says what for, in its message)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                              check_crcs=False, max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
-    counts: Counter[bytes] = Counter()
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not tps:
-            return counts
+            return
         ends = consumer.end_offsets(tps)
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
@@ -65,13 +65,22 @@ def key_counts(bootstrap: str, topic: str, idle_polls: int = 30,
             got = consumer.poll(timeout_ms=1000, max_records=50_000)
             idle = 0 if got else idle + 1
             if idle >= idle_polls:
-                raise TimeoutError(f"{topic}: no progress for {idle_polls} s while counting keys")
+                raise TimeoutError(f"{topic}: no progress for {idle_polls} s while {doing}")
             for tp, records in got.items():
-                counts.update(key_of(r) for r in records if r.offset < ends[tp])
+                for r in records:
+                    if r.offset < ends[tp]:
+                        visit(r)
             todo = {tp for tp in todo if (consumer.position(tp) or 0) < ends[tp]}
-        return counts
     finally:
         consumer.close()
+
+
+def key_counts(bootstrap: str, topic: str, idle_polls: int = 30,
+               key_of: Callable[[Any], bytes] = _message_key) -> Counter[bytes]:
+    """How many records carry each key (`key_of(record)`) in `topic`, from the beginning to the end offsets."""
+    counts: Counter[bytes] = Counter()
+    scan_topic(bootstrap, topic, lambda r: counts.update((key_of(r),)), idle_polls, "counting keys")
+    return counts
 
 
 @dataclass(frozen=True)

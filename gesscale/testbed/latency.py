@@ -91,31 +91,9 @@ def read_records_csv(path: Path) -> list[dict[str, Any]]:
 
 def _scan(bootstrap: str, topic: str, visit: Callable[[Any], None], idle_polls: int = 30) -> None:
     """Call `visit(record)` for every record of `topic` from the beginning to the end offsets taken at the start."""
-    from kafka import KafkaConsumer, TopicPartition
+    from gesscale.testbed.keys import scan_topic
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             check_crcs=False, max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not tps:
-            return
-        ends = consumer.end_offsets(tps)
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        todo = {tp for tp in tps if ends[tp] > 0}
-        idle = 0
-        while todo:
-            got = consumer.poll(timeout_ms=1000, max_records=50_000)
-            idle = 0 if got else idle + 1
-            if idle >= idle_polls:
-                raise TimeoutError(f"{topic}: no progress for {idle_polls} s while reading timestamps")
-            for tp, records in got.items():
-                for r in records:
-                    if r.offset < ends[tp]:
-                        visit(r)
-            todo = {tp for tp in todo if (consumer.position(tp) or 0) < ends[tp]}
-    finally:
-        consumer.close()
+    scan_topic(bootstrap, topic, visit, idle_polls, "reading timestamps")
 
 
 def _unique_key(topic: str, record: Any) -> str:

@@ -17,6 +17,7 @@ Pure: no I/O beyond the memory map numpy holds.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -67,22 +68,22 @@ class RttTable(Mapping[Pair, float]):
         self.n = len(self.names)
 
     # -- by index ------------------------------------------------------------------------------------------
+    @abstractmethod
     def value(self, i: int, j: int) -> float:
         """RTT (ms) between nodes i and j (0 on the diagonal)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def row(self, i: int) -> np.ndarray:
         """RTTs (ms, float64) from node i to every node, in map order; read-only."""
-        raise NotImplementedError
 
     def block(self, idx: Sequence[int]) -> np.ndarray:
         """The k x k matrix (ms, float64) of some nodes' pairwise RTTs."""
         ids = np.asarray(idx, dtype=np.intp)
         return np.stack([self.row(int(i))[ids] for i in ids]) if len(ids) else np.zeros((0, 0))
 
+    @abstractmethod
     def measured(self) -> list[tuple[int, int]]:
         """The pairs (i < j) whose RTT was given rather than derived: the ones the triangle check looks at."""
-        raise NotImplementedError
 
     def measured_sample(self, limit: int, seed: int = 0) -> tuple[int, list[tuple[int, int]]]:
         """(number of measured pairs, at most `limit` of them: all, or a seeded uniform sample in map order)."""

@@ -139,8 +139,11 @@ class Bridge:
         self.notify(f"MQTT connected, subscribed to {', '.join(self.topics)} (QoS 1)")
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        was_connected = self._connected.is_set()
         self._connected.clear()
-        if not self._closing:
+        # a refused CONNECT is followed by a disconnect too: only a lost session is news (the refusal is reported
+        # by `run` or by `_on_connect`)
+        if was_connected and not self._closing:
             self.notify(f"MQTT disconnected ({reason_code}); un-acknowledged messages will be re-delivered")
 
     def _on_message(self, client, userdata, msg) -> None:

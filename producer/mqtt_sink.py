@@ -3,7 +3,9 @@
 A PUBACK from mosquitto is not durable (it saves snapshots, `producer.outbox`), so at QoS 1 with a confirmation
 target (the Kafka topic the bridge writes to) the sink works end to end:
 
-- every record goes into a durable outbox (on disk, by key) as it is published;
+- every record goes into a durable outbox (on disk, by key) before it is published: records are written in
+  batches and a batch is published once written, so a kill -9 cannot leave a record in Kafka that the
+  outbox never held (a `--resume`d run then verifies every record of the plan);
 - the client id is fixed by the caller (derived from the run), so a restarted producer resumes its session and
   finds its outbox;
 - before the first publication, and after every lost connection before publishing again, it waits until a
@@ -90,6 +92,7 @@ class MqttSink:
         self._client.reconnect_delay_set(min_delay=1, max_delay=10)
         self._outage = OutageTracker(notify, f"MQTT {endpoint.host}:{endpoint.port}")
         # Everything the callbacks touch exists before connecting: paho's thread may call them at once.
+        self._unpublished: list[bytes] = []  # handed over, in the outbox's buffer, not yet published
         self._inflight: collections.deque = collections.deque()  # (message info, is a re-publication)
         self._ids: set[bytes] = set()  # every record id of this run (for the end figures)
         self._seen: set[bytes] = set()  # ids read back in the topic during the run (not re-published)
@@ -192,10 +195,16 @@ class MqttSink:
     def send(self, key: bytes, value: bytes, key_hash: int | None = None) -> None:
         """Publish one record (MQTT has no key: `key` and `key_hash` are unused); with an outbox the record is
         kept on disk until confirmed, and paho keeps QoS 1 messages until the broker acknowledges them."""
-        if self.outbox is not None:
+        if self.outbox is not None:  # write-ahead: published by `service` once the outbox has it on disk
             rid = identity(value)
             self.outbox.add(rid, value)
             self._ids.add(rid)
+            self._unpublished.append(value)
+            return
+        self._publish(value)
+
+    def _publish(self, value: bytes) -> None:
+        """Hand one record to paho (QoS 1: it keeps it until the broker acknowledges)."""
         info = self._client.publish(self.topic, value, qos=self.qos)
         if self.qos == 0 and info.rc != self._mqtt.MQTT_ERR_SUCCESS:
             self.dropped += 1  # QoS 0 promises nothing; counted, not retried
@@ -203,8 +212,13 @@ class MqttSink:
         self._inflight.append((info, False))
 
     def service(self) -> None:
-        """Count acknowledged publications; write the outbox; after a lost connection, once a bridge is
-        subscribed again, publish again every record not seen in the topic."""
+        """Write the outbox and publish what it now holds; count acknowledged publications; after a lost
+        connection, once a bridge is subscribed again, publish again every record not seen in the topic."""
+        if self.outbox is not None:
+            self.outbox.flush()
+            unpublished, self._unpublished = self._unpublished, []
+            for value in unpublished:
+                self._publish(value)
         inflight = self._inflight
         with self._puback_lock:
             while inflight and self._puback[inflight[0][0].mid] > 0:
@@ -212,8 +226,6 @@ class MqttSink:
                 self._puback[info.mid] -= 1
                 if not again:
                     self.acked += 1
-        if self.outbox is not None:
-            self.outbox.flush()
         if self._republish_due and self._bridge_ready(time.monotonic()):
             self._republish()
 
@@ -240,7 +252,7 @@ class MqttSink:
 
     def pending(self) -> int:
         """Publications not yet acknowledged, plus a re-publication waiting for a bridge (counted as one)."""
-        return len(self._inflight) + self._republish_due
+        return len(self._unpublished) + len(self._inflight) + self._republish_due
 
     def down_for(self, now: float) -> float:
         """Seconds since paho lost the connection, or since a re-publication has been waiting for a bridge to

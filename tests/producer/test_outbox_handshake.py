@@ -1,10 +1,15 @@
-"""The MQTT producer's durable outbox, its run-derived client id and the bridge handshake's messages (no broker)."""
+"""The MQTT producer's durable outbox (written before publication), its run-derived client id and the bridge
+handshake's messages."""
 
 from __future__ import annotations
 
+import sqlite3
+import uuid
 from pathlib import Path
 
+from producer.audit import identity
 from producer.handshake import parse_ping, parse_pong, ping_payload, pong_payload, pong_topic
+from producer.mqtt_sink import MqttEndpoint, MqttSink
 from producer.outbox import Outbox
 from producer.run import ProduceOptions, run_client_id
 
@@ -44,3 +49,36 @@ def test_handshake_messages() -> None:
     assert parse_ping(ping_payload("rides/a", "elsewhere/x", 7)) is None  # answers only go to pong topics
     assert parse_ping(b"not json") is None
     assert parse_pong(pong_payload(7, "bridge")) == 7 and parse_pong(b"{}") is None
+
+
+def test_every_record_is_in_the_outbox_on_disk_before_it_is_published(mqtt_broker, tmp_path: Path) -> None:
+    """Write-ahead: a kill -9 between a publication and the outbox's write would leave a record in Kafka that a
+    resumed run neither expects nor sends (the outbox is read from disk by a separate connection, as the next run
+    would)."""
+    path = tmp_path / "outbox.sqlite"
+    endpoint = MqttEndpoint(mqtt_broker.host, mqtt_broker.port)
+    sink = MqttSink(endpoint, f"wal/{uuid.uuid4().hex[:8]}", 1, lambda _: None, f"wal-{uuid.uuid4().hex[:8]}",
+                    outbox=Outbox(path))  # fmt: skip
+    reader = sqlite3.connect(path)
+    published, not_on_disk = [], []
+    real_publish = sink._client.publish
+
+    def publish(topic: str, value: bytes, qos: int):  # the real client, watched
+        rid = identity(value)
+        if reader.execute("SELECT 1 FROM outbox WHERE id = ?", (rid,)).fetchone() is None:
+            not_on_disk.append(rid)
+        published.append(rid)
+        return real_publish(topic, value, qos=qos)
+
+    sink._client.publish = publish
+    try:
+        for i in range(3000):
+            sink.send(b"", f'{{"key": "w{i}-0"}}'.encode())
+            if i % 700 == 0:
+                sink.service()
+        assert sink.drain(30)
+    finally:
+        sink.close()
+        reader.close()
+    assert len(published) == 3000 and sink.acked == 3000
+    assert not_on_disk == []

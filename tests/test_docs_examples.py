@@ -135,7 +135,7 @@ def check_line(line: str, marker: str, where: str, monkeypatch: pytest.MonkeyPat
     assert not re.search(r"[|;&<>`]|\$\(", line.replace("$(openssl rand -hex", "")), \
         f"{where}: {line}: the test runs no shell; mark the block skip, with why"
     argv = argv_of(line)
-    check_inputs_exist(argv, where)
+    check_inputs_exist(argv[:-1] if argv[0] == "cp" else argv, where)  # cp's target is made
     word = argv[0]
     if word == "export":
         name, _, value = line.removeprefix("export ").partition("=")

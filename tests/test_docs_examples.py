@@ -6,6 +6,7 @@ reader copying them from a fresh clone would run them."""
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import shlex
@@ -49,9 +50,14 @@ def of(page: Path) -> list[Block]:
 
 # ---- options: every gesscale line, whatever its marker, names options its command has ----
 
+@functools.cache
+def command_tree() -> object:
+    return harden(typer.main.get_command(app))
+
+
 def command_of(argv: list[str]) -> tuple[object, list[str], list[str]]:
     """The click command an argv (without `gesscale`) names, its path, and the words after it."""
-    cmd = harden(typer.main.get_command(app))
+    cmd = command_tree()
     path = ["gesscale"]
     while argv and argv[0] in (getattr(cmd, "commands", None) or {}):
         cmd = cmd.commands[argv[0]]  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """docs/pi-to-live-run.md, walked: every command block carries a check marker; the `dry-run` blocks run as
-written (on a copy of the sample inventory, touching no host); the `fake-api` block's `gesscale k8s run` lines
+written (on a copy of the sample inventory, touching no host); the `run: fake-api` block's `gesscale k8s run` lines
 run against the fake Kubernetes API and the job's HTTP API (tests/fixtures/k8s.py) and leave the files step 8
-collects; the `real-cluster` blocks name only gesscale options that exist."""
+collects. That the `skip: real cluster only` blocks name only gesscale options that exist is checked with every
+other block of the docs (tests/test_docs_examples.py)."""
 
 from __future__ import annotations
 
@@ -13,24 +14,28 @@ import shutil
 from pathlib import Path
 
 import pytest
-import typer
 
-from gesscale.cli import app, main
+from gesscale.cli import main
+from tests.docs_blocks import Block, blocks_of, command_lines
 from tests.fixtures.paths import ROOT
 from tests.k8s.helpers import LMAP, build_cluster, observation
 
 GUIDE = ROOT / "docs" / "pi-to-live-run.md"
 MARKERS = ("dry-run", "fake-api", "real-cluster")
-BLOCK = re.compile(r"(?:<!-- check: ([\w-]+) -->\n)?```(\w*)\n(.*?)```", re.S)
+
+
+def kind(block: Block) -> str | None:
+    """The guide's three levels from the check markers (tests/README.md, "Docs examples")."""
+    if block.marker == "run" and block.detail == "fake-api":
+        return "fake-api"
+    if block.marker == "skip" and block.detail.startswith("real cluster only"):
+        return "real-cluster"
+    return block.marker if block.marker == "dry-run" else None
 
 
 def blocks() -> list[tuple[str | None, list[str]]]:
-    """(marker, command lines) of every fenced block of the guide."""
-    out = []
-    for marker, _lang, body in BLOCK.findall(GUIDE.read_text()):
-        lines = [ln.split("  #")[0].strip() for ln in body.splitlines()]
-        out.append((marker or None, [ln for ln in lines if ln]))
-    return out
+    """(level, command lines) of every fenced block of the guide."""
+    return [(kind(b), command_lines(b.body)) for b in blocks_of(GUIDE)]
 
 
 def of(marker: str) -> list[str]:
@@ -108,22 +113,3 @@ def test_the_controller_steps_against_the_fake_api(rack: Path, fake_kube, fake_d
     assert json.loads((rack / "out/ctl/state.json").read_text())["policy"] == "gesscale"
     reconfigs = [json.loads(ln) for ln in (rack / "out/ctl/reconfigurations.jsonl").read_text().splitlines()]
     assert reconfigs and reconfigs[0]["nodes"]
-
-
-def options_of(argv: list[str]) -> set[str]:
-    cmd = typer.main.get_command(app)
-    for word in argv:
-        if word.startswith("-") or not hasattr(cmd, "commands") or word not in cmd.commands:
-            break
-        cmd = cmd.commands[word]
-    return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
-
-
-def test_the_real_cluster_steps_use_options_that_exist() -> None:
-    for line in of("real-cluster") + of("fake-api"):
-        argv = shlex.split(line)
-        if argv[0] != "gesscale":
-            continue
-        known = options_of(argv[1:])
-        used = {w for w in argv[1:] if w.startswith("--")}
-        assert used <= known, f"{line}: {sorted(used - known)} unknown"

@@ -18,6 +18,8 @@ import typer.main
 import yaml
 
 from gesscale.cli import app, harden, main
+from gesscale.policies import base as policy_base
+from gesscale.policies.base import parse_policy_list
 from tests.docs_blocks import ROOT, Block, all_blocks, argv_of, blocks_of, command_lines, is_synopsis, problems
 
 BLOCKS = all_blocks()
@@ -119,7 +121,10 @@ def check_gesscale(argv: list[str], marker: str, where: str, capsys: pytest.Capt
         return
     cmd, path, rest = command_of(argv[1:])
     assert not hasattr(cmd, "commands"), f"{where}: {shlex.join(argv)} names a command group, not a command"
-    cmd.make_context(" ".join(path), list(rest))  # type: ignore[attr-defined]
+    ctx = cmd.make_context(" ".join(path), list(rest))  # type: ignore[attr-defined]
+    for name in ("policies", "policy"):  # the policy ids, checked as the command will (a plug-in file is loaded)
+        if isinstance(ctx.params.get(name), str):
+            parse_policy_list(ctx.params[name])
 
 
 def check_python(argv: list[str], where: str) -> None:
@@ -192,7 +197,15 @@ PAGES = sorted({b.page for b in BLOCKS if b.marker in ("run", "dry-run")})
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_examples_of_a_page_work_as_marked(page: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    for block in (b for b in of(page) if b.marker in ("run", "dry-run")):
+    # A plug-in policy a dry-run loads is registered in this test only (every built-in one registered first).
+    policy_base.policy_ids()
+    monkeypatch.setattr(policy_base, "_REGISTRY", dict(policy_base._REGISTRY))
+    for block in of(page):
+        named = re.match(r"# ([\w./-]+\.py)\n", block.body)
+        if block.lang == "python" and named:  # a file the page's commands use (`# my_policy.py`): written
+            Path(named.group(1)).write_text(block.body)
+        if block.marker not in ("run", "dry-run"):
+            continue
         if block.is_yaml:
             assert block.marker == "dry-run", f"{block.where}: a YAML block is dry-run (loaded) or skip"
             load_yaml_block(block)

@@ -178,7 +178,10 @@ def load_yaml_block(block: Block) -> None:
     from gesscale.scenario import load_scenario
     from netem.hosts import load_inventory
 
-    kind = block.detail
+    kind, _, shipped = block.detail.partition(" ")
+    if shipped:  # `dry-run: scenario scenarios/pi10-taxi.yaml`: the block shows that file, as it is
+        assert yaml.safe_load(block.body) == yaml.safe_load(Path(shipped).read_text()), \
+            f"{block.where}: the block differs from {shipped}"
     path = Path(f"doc-{kind}.yaml")
     body = block.body
     if kind == "scenario-part":  # keys of a scenario: merged into the shipped taxi scenario

@@ -78,6 +78,16 @@ def all_blocks() -> list[Block]:
     return [b for page in docs_pages() for b in blocks_of(page)]
 
 
+def inline_commands(page: Path) -> list[tuple[str, str]]:
+    """(where, text) of every inline code span of a page that starts with a gesscale command (tables included)."""
+    out = []
+    for tok in MarkdownIt("commonmark").enable("table").parse(page.read_text()):
+        for child in tok.children or []:
+            if child.type == "code_inline" and re.match(r"(\.venv/bin/)?gesscale [a-z]", child.content):
+                out.append((f"{page.relative_to(ROOT)}:{tok.map[0] + 1 if tok.map else '?'}", child.content))
+    return out
+
+
 def problems(blocks: list[Block]) -> list[str]:
     """What is wrong with the blocks' markup: an indented code block, a command or YAML block without a marker, a
     skip without its reason, a marker on an HTML comment that does not parse."""
@@ -121,6 +131,12 @@ def argv_of(line: str) -> list[str]:
     return words
 
 
+# A value written as a placeholder: DIR, FILE, SPEC.yaml, HOST:PORT, 'CMD' (an environment assignment is not one).
+PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]+(?::[A-Z]+)?(?:\.\w+)?")
+
+
 def is_synopsis(line: str) -> bool:
-    """A line that shows a command's shape rather than one invocation: `[optional]`, `a|b` choices, `...`."""
-    return bool(re.search(r"\s\[|\.\.\.|…|\s\|\s", line))
+    """A line that shows a command's shape rather than one invocation: `[optional]`, `a|b` choices, `...`, or a
+    placeholder in capitals."""
+    words = [w.strip("'\"[]") for w in line.split() if "=" not in w]
+    return bool(re.search(r"\s\[|\.\.\.|…|\s\|\s", line)) or any(PLACEHOLDER.fullmatch(w) for w in words)

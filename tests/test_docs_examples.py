@@ -20,7 +20,18 @@ import yaml
 from gesscale.cli import app, harden, main
 from gesscale.policies import base as policy_base
 from gesscale.policies.base import parse_policy_list
-from tests.docs_blocks import ROOT, Block, all_blocks, argv_of, blocks_of, command_lines, is_synopsis, problems
+from tests.docs_blocks import (
+    ROOT,
+    Block,
+    all_blocks,
+    argv_of,
+    blocks_of,
+    command_lines,
+    docs_pages,
+    inline_commands,
+    is_synopsis,
+    problems,
+)
 
 BLOCKS = all_blocks()
 COPIED = ("inventory", "scenarios", "experiments")  # inputs a block may copy or change: copied
@@ -82,6 +93,14 @@ def test_every_gesscale_line_uses_options_that_exist(block: Block) -> None:
     for line in command_lines(block.body):
         if re.search(r"(^|\s)(\S*/)?gesscale\s", line + " ") and not line.startswith(("#", "git ")):
             assert not unknown_options(line), f"{block.where}: {line}: {unknown_options(line)} unknown"
+
+
+def test_every_gesscale_command_in_the_text_uses_options_that_exist() -> None:
+    """The commands quoted in running text and tables (`gesscale simulate --seeds 5 ...`) too."""
+    spans = [span for page in docs_pages() for span in inline_commands(page)]
+    assert len(spans) > 100, "README.md and docs/ quote more commands than this: is the parser broken?"
+    wrong = [f"{where}: {text}: {unknown_options(text)}" for where, text in spans if unknown_options(text)]
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.marker == "skip"], ids=lambda b: b.where)

@@ -14,10 +14,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import typer
 import typer.main
 import yaml
 
 from gesscale.cli import app, harden, main
+from gesscale.errors import UserError
 from gesscale.policies import base as policy_base
 from gesscale.policies.base import parse_policy_list
 from tests.docs_blocks import (
@@ -236,3 +238,25 @@ def test_the_examples_of_a_page_work_as_marked(page: Path, workspace: Path, monk
         marker = "dry-run" if block.detail == "fake-api" else block.marker
         for line in command_lines(block.body):
             check_line(line, marker, block.where, monkeypatch, capsys)
+
+
+CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+@pytest.mark.parametrize(("marker", "line", "error"), [
+    ("dry-run", "gesscale simulate -s scenarios/no-such.yaml -n 1", AssertionError),  # a missing input
+    ("dry-run", "gesscale simulate -s scenarios/pi10-taxi.yaml --no-such-flag", CLICK_ERROR),  # typer refuses it
+    ("dry-run", "gesscale compare -p gesscale,no-such-policy -n 1", UserError),  # refused as the command would
+    ("dry-run", "gesscale netem", AssertionError),  # a group, not a command
+    ("dry-run", "make no-such-target", AssertionError),
+    ("dry-run", "kubectl get nodes", pytest.fail.Exception),  # nothing to check it by: must be skip
+    ("run", "gesscale simulate -s scenarios/pi10-taxi.yaml --control-period 0", AssertionError),  # exit 2
+    ("run", "gesscale simulate -s scenarios/pi10-taxi.yaml -n 1 | head", AssertionError),  # no shell here
+])
+def test_a_wrong_example_fails(marker: str, line: str, error: type[BaseException], workspace: Path,
+                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The checks themselves: each kind of broken example is caught."""
+    policy_base.policy_ids()
+    monkeypatch.setattr(policy_base, "_REGISTRY", dict(policy_base._REGISTRY))
+    with pytest.raises(error):
+        check_line(line, marker, "page.md:1", monkeypatch, capsys)

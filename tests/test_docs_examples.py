@@ -97,11 +97,18 @@ def test_every_gesscale_line_uses_options_that_exist(block: Block) -> None:
             assert not unknown_options(line), f"{block.where}: {line}: {unknown_options(line)} unknown"
 
 
-def test_every_gesscale_command_in_the_text_uses_options_that_exist() -> None:
+def missing_inputs(text: str) -> list[str]:
+    """The repository paths (under INPUT_DIRS, no placeholder) a quoted command names that do not exist."""
+    values = (w.split("=", 1)[-1].strip("[]()'\"").split(":")[0] for w in text.split())
+    return [v for v in values if v.startswith(INPUT_DIRS) and not re.search(r"[<A-Z]", v) and not (ROOT / v).exists()]
+
+
+def test_every_gesscale_command_in_the_text_uses_options_and_files_that_exist() -> None:
     """The commands quoted in running text and tables (`gesscale simulate --seeds 5 ...`) too."""
     spans = [span for page in docs_pages() for span in inline_commands(page)]
     assert len(spans) > 100, "README.md and docs/ quote more commands than this: is the parser broken?"
-    wrong = [f"{where}: {text}: {unknown_options(text)}" for where, text in spans if unknown_options(text)]
+    wrong = [f"{where}: {text}: {unknown_options(text) or missing_inputs(text)}" for where, text in spans
+             if unknown_options(text) or missing_inputs(text)]
     assert not wrong, "\n".join(wrong)
 
 

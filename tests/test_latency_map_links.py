@@ -11,6 +11,7 @@ import yaml
 
 from gesscale.errors import UserError
 from gesscale.latency_map import Link, latency_map_from_dict, load_latency_map
+from tests.docs_blocks import blocks_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,9 +185,8 @@ def test_scenario_inline_cluster_still_takes_its_own_keys_and_rejects_typos() ->
 
 
 def test_the_documented_example_loads_and_means_what_the_doc_says() -> None:
-    text = (ROOT / "docs" / "pi-cluster.md").read_text().split("### The latency map format\n\n", 1)[1]
-    block = text.split("\n\n", 1)[0]
-    m = latency_map_from_dict(yaml.safe_load("\n".join(line[4:] for line in block.splitlines())), "doc")
+    block = next(b for b in blocks_of(ROOT / "docs" / "pi-cluster.md") if b.detail == "latency-map")
+    m = latency_map_from_dict(yaml.safe_load(block.body), "doc")
     assert m.link("pi01", "pi03") == Link(8.7, 2.0, 0.5, 100.0)
     assert m.link("pi01", "pi02") == Link(1.0, 0.5)
     assert m.at(4320).link("pi02", "pi03") == Link(158.7, 5.0, 1.0)

@@ -54,8 +54,7 @@ class Block:
         if self.lang in SHELL_LANGS or self.is_yaml:
             return True
         first = next((ln.strip() for ln in self.body.splitlines() if ln.strip()), "")
-        return any(first == w or first.startswith((f"{w} ", w if w.endswith("/") else f"{w}\t")) for w in
-                   COMMAND_WORDS)
+        return any(first == w or first.startswith(w if w.endswith("/") else f"{w} ") for w in COMMAND_WORDS)
 
 
 def blocks_of(page: Path, text: str | None = None) -> list[Block]:

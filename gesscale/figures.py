@@ -5,13 +5,17 @@ timeline, `netem.validate`) takes matplotlib from `pyplot()`, which applies `STY
 colour-blind-safe palette as the colour cycle, text kept as text in SVG and PDF), draws a policy with
 `policy_style(pid)` (one colour, line style and marker per policy, the same in every figure) and writes the
 figure with `save(fig, path)`: `path` as PNG at `DPI`, and beside it the same figure as SVG and PDF, so a paper
-can take the vector files.
+can take the vector files. `GESSCALE_FIGURE_FORMATS=png` (or `png,svg`) writes fewer: the vector files take about
+two thirds of the time a figure costs, which a run that is not for a paper (a test, a quick look) can save.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+
+from gesscale.errors import UserError
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision deficiency.
 OKABE_ITO = {
@@ -33,6 +37,7 @@ POLICY_COLOURS = tuple(OKABE_ITO[c] for c in ("blue", "orange", "bluish green", 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p", "d", "8", "H", "1")
 LINESTYLES = ("-", "--", "-.", ":")
 FORMATS = ("png", "svg", "pdf")
+FORMATS_ENV = "GESSCALE_FIGURE_FORMATS"
 DPI = 300
 
 STYLE: dict[str, Any] = {
@@ -78,14 +83,29 @@ def policy_style(pid: str) -> dict[str, Any]:
             "marker": MARKERS[i % len(MARKERS)]}
 
 
+def formats() -> tuple[str, ...]:
+    """The formats every figure is written in: `FORMATS`, or the ones `GESSCALE_FIGURE_FORMATS` names
+    (comma-separated; png always among them, as reports show the PNG). UserError on anything else."""
+    raw = os.environ.get(FORMATS_ENV, "")
+    if not raw.strip():
+        return FORMATS
+    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown:
+        raise UserError(f"{FORMATS_ENV}: unknown figure format {unknown[0][:20]!r} (choose among png, svg, pdf)")
+    if "png" not in names:
+        raise UserError(f"{FORMATS_ENV} must include png (reports show the PNG), got {raw.strip()[:40]!r}")
+    return tuple(f for f in FORMATS if f in names)
+
+
 def paths_of(path: str | Path) -> list[Path]:
-    """The files `save(fig, path)` writes: one per format in `FORMATS`, PNG first."""
+    """The files `save(fig, path)` writes: one per format of `formats()`, PNG first."""
     p = Path(path)
-    return [p.with_suffix(f".{fmt}") for fmt in FORMATS]
+    return [p.with_suffix(f".{fmt}") for fmt in formats()]
 
 
 def save(fig: Any, path: str | Path) -> Path:
-    """Write the figure in every format of `FORMATS` (PNG at `DPI`), creating the folder; close it; return the
+    """Write the figure in every format of `formats()` (PNG at `DPI`), creating the folder; close it; return the
     PNG's path."""
     import matplotlib.pyplot as plt
 

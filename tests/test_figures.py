@@ -73,6 +73,12 @@ def text_problems(fig: Any) -> list[str]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def every_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This module checks all three formats: undo the suite's PNG-only setting (tests/conftest.py)."""
+    monkeypatch.delenv(figures.FORMATS_ENV, raising=False)
+
+
 @pytest.fixture
 def audit(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str]]]:
     """Wrap `gesscale.figures.save`: every figure a command saves is measured first; name -> problems."""
@@ -197,3 +203,26 @@ def test_timeline_and_network_figures_in_every_format(tmp_path: Path, audit: dic
     plot_validation(Validation(pairs, 2.0, 10.0, "userspace"), tmp_path / "network.png")
     check_files(tmp_path, ["timeline.png", "network.png"])
     assert audit["timeline.png"] == [] and audit["network.png"] == []
+
+
+@pytest.mark.parametrize(("value", "written"), [("png", ("png",)), (" PNG , pdf ", ("png", "pdf")),
+                                                 ("", ("png", "svg", "pdf")), ("svg,png,svg", ("png", "svg"))])
+def test_figure_formats_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str,
+                                             written: tuple[str, ...]) -> None:  # fmt: skip
+    monkeypatch.setenv(figures.FORMATS_ENV, value)
+    plt = figures.pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    assert figures.save(fig, tmp_path / "f.png") == tmp_path / "f.png"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f.{fmt}" for fmt in written)
+
+
+@pytest.mark.parametrize("value", ["svg", "png,jpeg", "png;svg", "x" * 500])
+def test_a_wrong_figure_format_is_one_line_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str], value: str) -> None:
+    monkeypatch.setenv(figures.FORMATS_ENV, value)
+    out = tmp_path / "cmp"
+    assert main(["compare", "-s", str(scenarios(tmp_path)), "-p", "gesscale", "-n", "1", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"gesscale: error: {figures.FORMATS_ENV}") and len(err[0]) < 160
+    assert not out.exists()

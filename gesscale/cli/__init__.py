@@ -40,6 +40,9 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """Fog testbed and latency-aware autoscaler for stream processing on edge clusters."""
+    from gesscale.figures import formats
+
+    formats()  # a wrong GESSCALE_FIGURE_FORMATS is one line before any work, not after a long run
 
 
 def _register_commands() -> None:

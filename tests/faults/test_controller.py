@@ -29,7 +29,7 @@ def _controller(run_dir: Path, log: Path, port: int) -> subprocess.Popen:
     with log.open("ab") as fh:
         return subprocess.Popen(
             [sys.executable, "-m", "gesscale", "run", "--testbed", str(run_dir), "--control-period", "5s",
-             "--warmup", "30s", "--no-view", "--metrics-port", str(port)],
+             "--warmup", "15s", "--no-view", "--metrics-port", str(port)],
             stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 

@@ -49,7 +49,7 @@ def test_shortened_demo_is_exactly_once_with_a_reconfiguration(tmp_path: Path) -
 
     # The day is sized from what one node sustains on this machine, measured in the warm-up: its peak is 1.5 times
     # that, so one node cannot keep up with it however fast the machine is (a fixed load once made this a coin toss).
-    opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.25, day_s=120, peak_load=1.5,
+    opts = DemoOptions(out=tmp_path / "demo", nodes=3, node_cpu=0.25, day_s=90, peak_load=1.5,
                        control_period_s=5.0, warmup_s=10.0, drain_timeout_s=300.0, sim_policies="gesscale,ideal",
                        port_shift=350)  # not the ports of `make demo` or of the other test
     report = run_demo(opts, say=lambda s: None)

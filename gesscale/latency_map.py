@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ import networkx as nx
 import numpy as np
 
 from gesscale.errors import UserError, brief
+from gesscale.events import EventSchedule, FogEvent, parse_event
 from gesscale.names import check_name
 from gesscale.rtt_table import (
     ChangedRtts,
@@ -190,6 +191,7 @@ class LatencyMap:
     applied: int = 0
     time_s: float | None = None
     rtt_changed: ChangedRtts | None = None
+    events: tuple[FogEvent, ...] = ()
     _origin: LatencyMap | None = field(default=None, repr=False, compare=False)
     _cache: dict[int, LatencyMap] = field(default_factory=dict, repr=False, compare=False)
     _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -295,7 +297,32 @@ class LatencyMap:
             state.apply(change, self.link_defaults, self.source)
         return LatencyMap(
             self.nodes, self.rtts, self.source, list(self.warnings), dict(self.link_defaults), state.links,
-            self.changes, k, self.changes[k - 1].t_s, state.rtt_changed, _origin=self,
+            self.changes, k, self.changes[k - 1].t_s, state.rtt_changed, self.events, _origin=self,
+        )
+
+    def schedule(self) -> EventSchedule:
+        """The fog events of this map (partitions, flaps, node crashes, leaves, joins, churn) as one schedule,
+        built once and shared by every map `at` returns."""
+        origin = self._origin or self
+        sched = origin._memo.get("events")
+        if sched is None:
+            sched = origin._memo["events"] = EventSchedule(origin.events, origin.names)
+        return sched
+
+    def with_events(self, raw: Any, source: str, key: str = "events") -> LatencyMap:
+        """This map (as written) with more entries of the events schema (`gesscale.events`: link changes and fog
+        events, e.g. a `--events FILE` or an experiment's `events:`) merged into its schedule by time; checked
+        as the map's own `changes:` are."""
+        origin = self._origin or self
+        changes, events = _parse_changes(raw, origin.nodes, source, key)
+        if not changes and not events:
+            return origin
+        merged = tuple(sorted((*origin.changes, *changes), key=lambda c: c.t_s))
+        _check_schedule(origin.nodes, origin.rtts, origin.links, origin.link_defaults, merged, f"{source}: {key}")
+        return LatencyMap(
+            origin.nodes, origin.rtts, origin.source, list(origin.warnings), dict(origin.link_defaults),
+            {p: dict(v) for p, v in origin.links.items()}, merged,
+            events=tuple(sorted((*origin.events, *events), key=lambda e: e.t_s)),
         )
 
     def nd_max(self, names: Iterable[str]) -> float:
@@ -360,9 +387,10 @@ class LatencyMap:
         rtts = DenseRtts.from_ms(keep, index, self.block(keep))
         links = {p: dict(v) for p, v in self.links.items() if p <= kept}
         changes = tuple(c for c in self.changes[self.applied :] if set(c.nodes) <= kept)
+        events = tuple(e for e in self.events if set(e.nodes) <= kept and all(set(p) <= kept for p in e.pairs))
         return LatencyMap(
             {n: self.nodes[n] for n in keep}, rtts, self.source, list(self.warnings), dict(self.link_defaults),
-            links, changes,
+            links, changes, events=events,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -385,10 +413,16 @@ class LatencyMap:
             out["link_defaults"] = dict(self.link_defaults)
         if self.links:
             out["links"] = self.to_dict_links()
-        remaining = self.changes[self.applied :]
+        remaining = self._schedule_dicts()
         if remaining:
-            out["changes"] = [c.to_dict() for c in remaining]
+            out["changes"] = remaining
         return out
+
+    def _schedule_dicts(self) -> list[dict[str, Any]]:
+        """The link changes still to come and every fog event, in time order, in their YAML form."""
+        entries = [*((c.t_s, c.to_dict()) for c in self.changes[self.applied :]),
+                   *((e.t_s, e.to_dict()) for e in self.events)]
+        return [d for _, d in sorted(entries, key=lambda x: x[0])]
 
     def to_dict_links(self) -> dict[str, dict[str, Any]]:
         """`links:` in YAML form, each pair once, from its node first in map order."""
@@ -425,9 +459,9 @@ class LatencyMap:
             out["link_defaults"] = dict(self.link_defaults)
         if self.links:
             out["links"] = self.to_dict_links()
-        remaining = self.changes[self.applied :]
+        remaining = self._schedule_dicts()
         if remaining:
-            out["changes"] = [c.to_dict() for c in remaining]
+            out["changes"] = remaining
         keep = sorted(set(used), key=self.index.__getitem__)
         out["rows"] = {n: [round(float(x), 3) for x in self.row(self.index[n])] for n in keep}
         return out
@@ -637,18 +671,31 @@ def _parse_links(raw: Any, nodes: Mapping[str, Node], source: str) -> dict[Pair,
     return links
 
 
-def _parse_changes(raw: Any, nodes: Mapping[str, Node], source: str) -> tuple[LinkChange, ...]:
-    """`changes: [{t_s: 3600, node: a | pair: [a, b], rtt_ms | add_rtt_ms, jitter_ms, loss_pct, bandwidth_mbit}]`."""
+def _parse_changes(raw: Any, nodes: Mapping[str, Node], source: str,
+                   key: str = "changes") -> tuple[tuple[LinkChange, ...], tuple[FogEvent, ...]]:
+    """`changes: [{t_s: 3600, node: a | pair: [a, b], rtt_ms | add_rtt_ms, jitter_ms, loss_pct, bandwidth_mbit}]`
+    and the fog events among them (an entry with `event:`, `gesscale.events`): (link changes, events)."""
     if raw is None:
-        return ()
+        return (), ()
     if not isinstance(raw, list):
-        raise UserError(f"{source}: 'changes' must be a list of {{t_s, node or pair, new values}}")
+        raise UserError(f"{source}: '{key}' must be a list of {{t_s, node or pair, new values}} or "
+                        "{t_s, event, ...}")
     out: list[LinkChange] = []
-    allowed = ("t_s", "node", "pair", *CHANGE_VALUE_KEYS)
+    events: list[FogEvent] = []
+    allowed = ("t_s", "event", "node", "pair", *CHANGE_VALUE_KEYS)
+    last = -math.inf
     for i, entry in enumerate(raw):
-        where = f"{source}: changes[{i}]"
+        where = f"{source}: {key}[{i}]"
         if not isinstance(entry, Mapping):
-            raise UserError(f"{where}: must be a mapping {{t_s, node or pair, new values}}, got {entry!r}")
+            raise UserError(f"{where}: must be a mapping {{t_s, node or pair, new values}}, got {brief(entry)}")
+        if entry.get("event", "link") != "link":
+            event = parse_event(entry, nodes, where)
+            if event.t_s < last:
+                raise UserError(f"{where}: out of time order ({key}[{i - 1}] is at t_s {last:g}); list "
+                                f"{key} by increasing t_s")
+            last = event.t_s
+            events.append(event)
+            continue
         unknown = [str(k) for k in entry if k not in allowed]
         if unknown:
             raise UserError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(allowed)})")
@@ -690,11 +737,24 @@ def _parse_changes(raw: Any, nodes: Mapping[str, Node], source: str) -> tuple[Li
         values += [(k, _property(k, entry[k], where)) for k in PROPERTY_KEYS if k in entry]
         if not values:
             raise UserError(f"{where}: no new value (give {', '.join(CHANGE_VALUE_KEYS)})")
-        if out and t < out[-1].t_s:
-            raise UserError(f"{where}: out of time order (changes[{i - 1}] is at t_s {out[-1].t_s:g}); "
-                            "list changes by increasing t_s")
+        if t < last:
+            raise UserError(f"{where}: out of time order ({key}[{i - 1}] is at t_s {last:g}); "
+                            f"list {key} by increasing t_s")
+        last = t
         out.append(LinkChange(float(t), who, tuple(values)))
-    return tuple(out)
+    return tuple(out), tuple(events)
+
+
+def _check_schedule(nodes: Mapping[str, Node], rtts: RttTable, links: Mapping[Pair, Mapping[str, float | None]],
+                    link_defaults: Mapping[str, float | None], changes: Sequence[LinkChange], where: str) -> None:
+    """Apply the whole schedule once, so that a change that makes a link impossible is caught at load."""
+    if not changes:
+        return
+    names = list(nodes)
+    index = {n: i for i, n in enumerate(names)}
+    state = _State(nodes, rtts, ChangedRtts(names, index), {p: dict(v) for p, v in links.items()})
+    for i, change in enumerate(changes):
+        state.apply(change, link_defaults, f"{where}[{i}]")
 
 
 def latency_map_from_dict(data: Any, source: str = "<inline>", *, other_keys: Iterable[str] = (),
@@ -752,13 +812,10 @@ def latency_map_from_dict(data: Any, source: str = "<inline>", *, other_keys: It
     link_defaults = {} if raw_defaults is None else _properties(raw_defaults, f"{source}: link_defaults")
     links = _parse_links(data.get("links"), nodes, source)
     _check_all_jitter(rtts, link_defaults, links, nodes, source)
-    changes = _parse_changes(data.get("changes"), nodes, source)
-    if changes:  # apply the whole schedule once, so that a change that makes a link impossible is caught here
-        state = _State(nodes, rtts, ChangedRtts(names, index), {p: dict(v) for p, v in links.items()})
-        for i, change in enumerate(changes):
-            state.apply(change, link_defaults, f"{source}: changes[{i}]")
+    changes, events = _parse_changes(data.get("changes"), nodes, source)
+    _check_schedule(nodes, rtts, links, link_defaults, changes, f"{source}: changes")
 
-    result = LatencyMap(nodes, rtts, source, [], link_defaults, links, changes)
+    result = LatencyMap(nodes, rtts, source, [], link_defaults, links, changes, events=events)
     count, first = _pairs_above(rtts, SUSPICIOUS_RTT_MS)
     if count:
         a, b = sorted((names[first[0]], names[first[1]]))
@@ -1071,3 +1128,19 @@ def _triangle_all(lmap: LatencyMap, slack_ms: float) -> list[str]:
 def load_latency_map(path: str | Path) -> LatencyMap:
     """Read and validate a latency map file; every problem is a `UserError` naming file and pair."""
     return latency_map_from_dict(read_yaml(path, "latency map"), str(path), base_dir=Path(path).parent)
+
+
+def read_events(path: str | Path) -> list[Any]:
+    """An events file (`--events FILE`, docs/events.md): a list of entries, or a mapping whose only key is
+    `events:` holding that list. Its entries are checked against a map by `LatencyMap.with_events`."""
+    data = read_yaml(path, "events")
+    if isinstance(data, Mapping):
+        unknown = [str(k) for k in data if k != "events"]
+        if unknown:
+            raise UserError(f"{path}: unknown key {unknown[0]!r} (an events file is a list, or a mapping with "
+                            "'events:')")
+        data = data.get("events")
+    if not isinstance(data, list):
+        raise UserError(f"{path}: an events file must be a list of entries {{t_s, event, ...}} (or 'events:' "
+                        f"holding one), got {brief(data)}")
+    return data

@@ -34,7 +34,9 @@ class Observation:
     with more data available than they consumed); `bp_operator` (BP_i) is the operator's own back pressure
     from its downstream (0 for a job that writes to Kafka). `cpu` is the mean utilisation of the replicas in
     [0, 1] when the backend can tell, else None. `busy` is the fraction of the period spent processing
-    (Flink's busy time; None when unknown). `paused_s` is processing time lost to a reconfiguration.
+    (Flink's busy time; None when unknown). `paused_s` is processing time lost to a reconfiguration. `lost` names
+    the replicas that went away during the period without the controller asking (a crashed or departed node, an
+    executor declared lost); `replicas` no longer holds them, and the control loop replaces them.
     """
 
     time_s: float
@@ -51,6 +53,7 @@ class Observation:
     busy: float | None = None
     paused_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    lost: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -61,6 +64,10 @@ class Observation:
         """JSON form."""
         d = asdict(self)
         d["replicas"] = list(self.replicas)
+        if self.lost:
+            d["lost"] = list(self.lost)
+        else:
+            del d["lost"]  # the form of a period without losses is unchanged
         return d
 
 
@@ -103,7 +110,7 @@ class Reconfiguration:
     """
 
     time_s: float
-    kind: str  # "up" | "down"
+    kind: str  # "up" | "down" | "move" (a replica re-placed: added first, then the old one removed)
     added: tuple[str, ...]
     removed: tuple[str, ...]
     nodes: tuple[str, ...]

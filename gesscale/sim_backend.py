@@ -16,6 +16,16 @@ Signals derived from that state, per control period:
 - bp_operator: 0 (the operator writes to Kafka, nothing downstream pushes back);
 - cpu: processed / capacity, plus a small measurement noise (0 during a pause); busy: the same without noise.
 Deterministic for a given seed.
+
+Fog events (the map's `schedule()`: `changes:` entries with `event:`, `--events FILE`; docs/events.md) act on
+the replicas from the second they happen. A crashed node loses its replica at once, and so does a leaving node
+at the end of its drain (until then it keeps serving and takes no new replica); either costs the scenario's
+reconfiguration pause (the lost tasks run again; the drained replica goes as in a scale-down). A replica cut off
+from the others by a partition or a flap's down phase is alive but serves nothing; cut off for
+NETWORK_TIMEOUT_S it is declared lost (Spark's executor timeout), as after a crash. The next observation lists
+the lost replicas (`Observation.lost`). A crashed, gone or not yet joined node is not ready, a leaving one or
+one with a down link to a serving replica is cordoned, so no placement chooses it. Without events nothing of
+this runs and a run is what it was before events existed.
 """
 
 from __future__ import annotations
@@ -27,12 +37,16 @@ import numpy as np
 
 from gesscale import placement
 from gesscale.backend import Backend
+from gesscale.events import DOWN, GONE, LEAVING, UP, serving_set
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.scenario import Scenario
 from gesscale.workloads import rate_profile
 
 CPU_NOISE = 0.02
+# A replica cut off from the others this long is declared lost: Spark's `spark.network.timeout` default (120 s),
+# after which the driver drops an executor whose heartbeats stopped.
+NETWORK_TIMEOUT_S = 120
 
 
 class SimBackend(Backend):
@@ -66,13 +80,72 @@ class SimBackend(Backend):
         self.backlog = 0.0
         self.pause_left = 0
         self.reconfigurations: list[Reconfiguration] = []
-        start = placement.grow(self.graph, [], scenario.latency_map.names, scenario.truth.initial_replicas)
+        # Fog events: node states not UP, links down, when each cut-off replica was cut, replicas lost since the
+        # last observation.
+        self.schedule = self.lmap.schedule()
+        self._events = not self.schedule.empty
+        self._states: dict[str, str] = {}
+        self._down: set[frozenset[str]] = set()
+        self._cut_since: dict[str, int] = {}
+        self._lost: list[str] = []
+        self._serving: tuple[str, ...] = ()
+        self._next_event = math.inf
+        self._applied_at = -1
+        names = scenario.latency_map.names
+        if self._events:
+            self._states = self.schedule.states(0)
+            self._down = self.schedule.down_pairs(0)
+            names = [n for n in names if self._states.get(n, UP) == UP]
+        start = placement.grow(self.graph, [], names, scenario.truth.initial_replicas)
         self._set_nodes(tuple(start))
+        if self._events:
+            self._next_event = self._event_after(0)
 
     def _set_nodes(self, nodes: tuple[str, ...]) -> None:
         self._nodes = nodes
-        self._nd = placement.nd_max(self.graph, nodes)
-        self._mst = self.truth.mst(len(nodes), self._nd)
+        if not self._events:
+            self._serving = nodes
+            self._nd = placement.nd_max(self.graph, nodes)
+            self._mst = self.truth.mst(len(nodes), self._nd)
+            return
+        self._serving, _ = serving_set(nodes, self._down)
+        self._nd = placement.nd_max(self.graph, self._serving)
+        self._mst = self.truth.mst(len(self._serving), self._nd) if self._serving else 0.0
+        self._node_states = None  # who is reachable depends on the serving replicas
+
+    def _event_after(self, t: int) -> float:
+        """The first second after `t` at which an event changes something (a cut-off replica's timeout included)."""
+        nxt = self.schedule.next_change(float(t))
+        if self._cut_since:
+            nxt = min(nxt, min(self._cut_since.values()) + NETWORK_TIMEOUT_S)
+        return float(max(t + 1, math.ceil(nxt))) if nxt < math.inf else math.inf
+
+    def _events_at(self, t: int) -> None:
+        """Put the fog's state at second `t` in place: lose the replicas of crashed or gone nodes and those cut off
+        past the timeout; the others serve if they can reach each other."""
+        self._states = self.schedule.states(float(t))
+        self._down = self.schedule.down_pairs(float(t))
+        gone = [n for n in self._nodes if self._states.get(n, UP) in (DOWN, GONE)]
+        alive = tuple(n for n in self._nodes if n not in gone)
+        _, cut = serving_set(alive, self._down)
+        self._cut_since = {n: self._cut_since.get(n, t) for n in cut}
+        timed_out = [n for n in cut if t - self._cut_since[n] >= NETWORK_TIMEOUT_S]
+        for n in timed_out:
+            del self._cut_since[n]
+        lost = (*gone, *timed_out)
+        if lost:
+            kept = tuple(n for n in alive if n not in timed_out)
+            pause = int(round(self.truth.reconfig_pause_s))
+            self.pause_left = max(self.pause_left, pause)
+            self._lost.extend(lost)
+            self._set_nodes(kept)
+            self.reconfigurations.append(Reconfiguration(
+                time_s=float(t), kind="lost", added=(), removed=lost, nodes=kept, nd_max_ms=self._nd,
+                pause_s=float(pause), reason="; ".join(f"{n} {self._states.get(n, 'cut off')}" for n in lost),
+            ))
+        else:
+            self._set_nodes(self._nodes)
+        self._next_event = self._event_after(t)
 
     def _graph_of(self, lmap: LatencyMap) -> nx.Graph:
         """The placement graph of one map in force (built once per map of the schedule)."""
@@ -95,9 +168,26 @@ class SimBackend(Backend):
 
     # -- Backend interface ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeState]:
-        """Every node of the latency map, all schedulable (one list, built once: a fog may have 10 000 nodes)."""
+        """Every node of the latency map: all schedulable without events (one list, built once: a fog may have
+        10 000 nodes); with events, crashed, gone and not yet joined nodes are not ready, leaving ones and those
+        with a down link to a serving replica cordoned (the list is rebuilt when that changes)."""
         if self._node_states is None:
-            self._node_states = [NodeState(n) for n in self.scenario.latency_map.names]
+            if not self._events:
+                self._node_states = [NodeState(n) for n in self.scenario.latency_map.names]
+            else:
+                serving = set(self._serving)
+                unreachable: set[str] = set()
+                for pair in self._down:
+                    a, b = tuple(pair)
+                    if a in serving and b not in serving:
+                        unreachable.add(b)
+                    if b in serving and a not in serving:
+                        unreachable.add(a)
+                self._node_states = [
+                    NodeState(n, ready=self._states.get(n, UP) in (UP, LEAVING),
+                              cordoned=self._states.get(n, UP) == LEAVING or n in unreachable)
+                    for n in self.scenario.latency_map.names
+                ]
         return list(self._node_states)
 
     def current(self) -> Placement:
@@ -122,11 +212,18 @@ class SimBackend(Backend):
         paused = 0
         inv_mst = 1.0 / mst if mst > 0 else math.inf
         next_change = self._next_change
+        next_event = self._next_event
         for i in range(t0, t1):
             if i >= next_change:
                 self._network_at(i)
                 mst, next_change = self._mst, self._next_change
                 inv_mst = 1.0 / mst if mst > 0 else math.inf
+            if i >= next_event:
+                self.pause_left = pause_left
+                self._events_at(i)
+                pause_left, next_event, n, mst = self.pause_left, self._next_event, len(self._nodes), self._mst
+                # with no replica serving, the queueing delay is estimated at one replica's capacity
+                inv_mst = 1.0 / (mst if mst > 0 else max(self.truth.mst(1, 0.0), 1e-9))
             inp = rate[i] if i < end else 0.0
             avail = backlog + inp
             cap = mst * mst_noise[i]
@@ -171,7 +268,13 @@ class SimBackend(Backend):
             cpu=cpu_sum / span,
             busy=busy_sum / span,
             paused_s=float(paused),
+            lost=self._take_lost(),
         )
+
+    def _take_lost(self) -> tuple[str, ...]:
+        """The replicas lost since the last observation (reported once)."""
+        lost, self._lost = tuple(self._lost), []
+        return lost
 
     def apply(self, placement_: Placement, instant: bool = False) -> float:
         """Switch to the new nodes; processing stops for the scenario's pause unless `instant`."""
@@ -181,7 +284,9 @@ class SimBackend(Backend):
             return 0.0
         pause = 0 if instant else int(round(self.truth.reconfig_pause_s))
         self._set_nodes(new)
-        self.pause_left = pause
+        # A second change in the same second (a move: add, then remove) pays its own pause after the first's.
+        self.pause_left = self.pause_left + pause if self._applied_at == self.t else pause
+        self._applied_at = self.t
         self.reconfigurations.append(
             Reconfiguration(
                 time_s=float(self.t),

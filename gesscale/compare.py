@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gesscale.errors import UserError
-from gesscale.metrics import METRIC_KEYS
+from gesscale.metrics import COUNT_KEYS, METRIC_KEYS
 from gesscale.names import inside
 from gesscale.regret import Outcome, distribution, failing, fmt_diff, fmt_ratio, fmt_share, regret
 from gesscale.report import TITLES
@@ -193,7 +193,7 @@ def best_policies(per_policy: Mapping[str, Mapping[str, float]], key: str,
 
 
 def _cell(key: str, value: float) -> str:
-    if key in ("reconfigurations",):
+    if key in COUNT_KEYS:
         return f"{value:.0f}"
     if key in ("cost", "max_backlog"):
         return f"{value:,.0f}"

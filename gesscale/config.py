@@ -73,6 +73,11 @@ class ControllerConfig:
     )
     cpu_high: float = _opt(0.9, "Threshold baselines: CPU above this adds one replica.", lo=0.0, hi=1.0)
     cpu_low: float = _opt(0.5, "Threshold baselines: CPU below this removes one replica.", lo=0.0, hi=1.0)
+    move_threshold_ms: float = _opt(
+        10.0, "Re-placement: when a used node's links degrade, move one replica (add the better node first, then "
+        "remove the worse) if that lowers ND_max by more than this (ms); 10 ms is above RTT noise and below a "
+        "degraded site (docs/events.md).", lo=0.0, hi=10_000.0,
+    )
     recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).", where=LIVE)
     seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0, hi=MAX_SEED)
     model_form: str = _opt(

@@ -10,6 +10,16 @@ Resuming: with a `state_path`, the policy's learned state, the time of the last 
 reconfiguration in flight are written (atomically) after every step. A restarted loop reloads them; a
 reconfiguration that was in flight is not repeated if the backend already shows its placement.
 
+Lost replicas, moves (docs/events.md): when an observation lists replicas the backend lost (a crashed node, an
+executor declared lost), the period is the replacement's: the policy is not asked (its observation is distorted
+by the loss) and as many replicas as were lost are added, placed by the policy's kind of placement, within the
+bounds. Otherwise, when the policy keeps the replica count, the loop may move one replica (add the better node
+first, then remove the worse one, so capacity never drops): off a node that is no longer schedulable (leaving,
+or cut off), or, for a latency-aware policy, when the links of the used nodes degraded since they were placed
+and one move lowers ND_max by more than `move_threshold_ms`. A move needs headroom: with `max_replicas` replicas
+already, the loop keeps its placement and says so in the decision's reason (a swap in place would drop capacity
+for its pause); it moves at a later period once there is room. No move during the warm-up.
+
 The network: with `network` (a function of the time the backend reports, e.g. `latency_map.at` in the
 simulator, whose clock counts seconds from the start of the run), the policies see the map in force at each
 period, as a network monitor would report it; without it, the map given stays in force for the whole run.
@@ -25,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gesscale import placement
 from gesscale.backend import Backend
 from gesscale.config import ControllerConfig
 from gesscale.latency_map import LatencyMap
@@ -77,6 +88,7 @@ class ControlLoop:
         self.history: list[StepRecord] = []
         self._last_nodes: list[NodeState] | None = None
         self._last_candidates: tuple[str, ...] = ()
+        self._placed_nd: float | None = None  # the lowest ND_max of the placement in use since it was made
         self.resume_note = ""  # what happened to a state of another policy (gesscale.state_file.state_for)
         if self.state_path and self.state_path.exists():
             self._resume()
@@ -146,15 +158,21 @@ class ControlLoop:
         """Monitor, analyse, plan and execute one period."""
         obs = self.backend.observe()
         ctx = self.context(obs.time_s, obs)
-        decision = place(self.policy.decide(obs, ctx), obs.replicas, ctx, self.policy.latency_aware)
+        if obs.lost:
+            decision = self._replace(obs, ctx)
+        else:
+            decision = place(self.policy.decide(obs, ctx), obs.replicas, ctx, self.policy.latency_aware)
+            if not decision.add and not decision.remove and not ctx.in_warmup:
+                decision = self._move(obs, ctx, decision)
         reconf: Reconfiguration | None = None
         applied = False
         if decision.add or decision.remove:
             nodes = tuple(n for n in obs.replicas if n not in decision.remove) + decision.add
             target = Placement(nodes, self.current_map.nd_max(nodes))
+            move = bool(decision.add and decision.remove)
             reconf = Reconfiguration(
                 time_s=obs.time_s,
-                kind="up" if decision.add else "down",
+                kind="move" if move else "up" if decision.add else "down",
                 added=decision.add,
                 removed=decision.remove,
                 nodes=nodes,
@@ -163,9 +181,16 @@ class ControlLoop:
                 reason=decision.reason,
             )
             if not self.config.recommend_only:
+                pause = 0.0
+                if move:  # add first, then remove: capacity never drops
+                    grown = obs.replicas + decision.add
+                    self._save(pending=Placement(grown, self.current_map.nd_max(grown)), pending_time_s=obs.time_s)
+                    pause += self.backend.apply(Placement(grown, self.current_map.nd_max(grown)),
+                                                instant=self.policy.instant)
                 self._save(pending=target, pending_time_s=obs.time_s)
-                pause = self.backend.apply(target, instant=self.policy.instant)
+                pause += self.backend.apply(target, instant=self.policy.instant)
                 self.last_reconfig_s = obs.time_s
+                self._placed_nd = target.nd_max_ms
                 reconf = Reconfiguration(**{**reconf.__dict__, "pause_s": pause})
                 applied = True
         self._save()
@@ -174,6 +199,50 @@ class ControlLoop:
         if self.on_step:
             self.on_step(record)
         return record
+
+    def _replace(self, obs: Observation, ctx: PolicyContext) -> Decision:
+        """The decision of a period in which replicas were lost: add as many, placed as the policy places."""
+        lost = ", ".join(obs.lost)
+        wanted = Decision(obs.n + len(obs.lost), f"replace {len(obs.lost)} lost replica(s) ({lost})")
+        decision = place(wanted, obs.replicas, ctx, self.policy.latency_aware)
+        if not decision.add:
+            return Decision(obs.n, f"{wanted.reason}: no schedulable node free")
+        return decision
+
+    def _move(self, obs: Observation, ctx: PolicyContext, decision: Decision) -> Decision:
+        """One replica moved (see the module docstring), or `decision` as it was (its reason saying why a move
+        was wanted but not made)."""
+        current = obs.replicas
+        blocked = {s.name for s in self._last_nodes or () if not s.schedulable}
+        stranded = [n for n in current if n in blocked]
+        nd_now = placement.nd_max(ctx.graph, current) if self.policy.latency_aware and len(current) > 1 else 0.0
+        placed = nd_now if self._placed_nd is None else min(self._placed_nd, nd_now)
+        self._placed_nd = placed
+        threshold = self.config.move_threshold_ms
+        if stranded:
+            remove = stranded[0]
+            rest = [n for n in current if n != remove]
+            pool = [c for c in ctx.candidates if c not in current]
+            add = (placement.grow(ctx.graph, rest, pool, 1) if self.policy.latency_aware
+                   else placement.grow_random(rest, pool, 1, ctx.rng))
+            why = f"move off {remove} (no longer schedulable: leaving or cut off)"
+            if not add:
+                return Decision(decision.target, _joined(decision.reason, f"{why} blocked: no spare node"))
+            found: tuple[str, str] | None = (add[0], remove)
+        else:
+            if nd_now <= placed + 1e-9:
+                return decision  # the used nodes' links did not degrade since they were placed
+            best = placement.better_move(ctx.graph, current, ctx.candidates, threshold)
+            if best is None:
+                return decision
+            found = (best[0], best[1])
+            why = (f"move {best[1]} -> {best[0]}: ND_max {best[2]:g} -> {best[3]:g} ms (links degraded; "
+                   f"threshold {threshold:g} ms)")
+        if self.config.max_replicas and len(current) + 1 > self.config.max_replicas:
+            return Decision(decision.target, _joined(decision.reason, f"{why} blocked: no headroom under "
+                                                     f"max_replicas {self.config.max_replicas} (add first, then "
+                                                     "remove)"))
+        return Decision(len(current), _joined(decision.reason, why), add=(found[0],), remove=(found[1],))
 
     def _follow_network(self, now_s: float) -> None:
         """Take the map in force at `now_s` (and its graph, rebuilt only when the map changed)."""
@@ -191,6 +260,10 @@ class ControlLoop:
             self.step()
             steps += 1
         return self.history
+
+
+def _joined(reason: str, more: str) -> str:
+    return f"{reason}; {more}" if reason else more
 
 
 def _rng_state(rng: random.Random) -> list[Any]:

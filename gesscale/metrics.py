@@ -27,6 +27,8 @@ Definitions (T = input duration):
 - instability = % of the control periods in which actionable demand and supply do not change in the same
   direction: Σ min(|sgn ΔS_k − sgn ΔD_k|, 1) / periods (SPEC's θ);
 - jitter = (supply changes − actionable-demand changes) per hour (SPEC's j; negative: too few adaptations);
+- reconfigurations = scale-ups and scale-downs applied; moves = re-placements applied (a replica moved to a
+  better node, added first then removed: docs/events.md), counted apart;
 - cost = replica-minutes until completion; avg_replicas = mean supply over T;
 - max_backlog (records) and p95_delay_s (queueing delay: remaining pause + backlog / capacity);
 - late_share (reported beside the keys, not one of them): the share of the records processed more than DRAIN_S
@@ -49,6 +51,7 @@ METRIC_KEYS = (
     "timeshare_u",
     "excess_time",
     "reconfigurations",
+    "moves",
     "cost",
     "instability",
     "jitter",
@@ -56,6 +59,7 @@ METRIC_KEYS = (
     "max_backlog",
     "p95_delay_s",
 )
+COUNT_KEYS = ("reconfigurations", "moves")  # whole numbers
 DRAIN_S = 300.0  # the backlog of the effective demand is to be drained within this (s); `optimal`'s delay bound
 # Lower is better for every key except none; jitter is best near 0.
 LOWER_IS_BETTER = {k: True for k in METRIC_KEYS}
@@ -79,11 +83,12 @@ class RunMetrics:
     p95_delay_s: float
     mean_delay_s: float = 0.0
     late_share: float = 0.0
+    moves: int = 0
 
     def to_dict(self) -> dict[str, float]:
         """The contract keys only, as JSON numbers."""
         d = asdict(self)
-        return {k: float(d[k]) if k != "reconfigurations" else int(d[k]) for k in METRIC_KEYS}
+        return {k: int(d[k]) if k in COUNT_KEYS else float(d[k]) for k in METRIC_KEYS}
 
 
 def _sign_changes(x: np.ndarray) -> np.ndarray:
@@ -125,6 +130,7 @@ def compute_metrics(
     backlog: Sequence[float],
     delay: Sequence[float],
     reconfigurations: int,
+    moves: int = 0,
     period: int = 1,
     effective_demand: Sequence[float] | None = None,
     arrivals: Sequence[float] | None = None,
@@ -164,6 +170,7 @@ def compute_metrics(
         timeshare_u=float(100.0 * (e > s).sum() / d.size),
         excess_time=float(max(0.0, completion_s - T) / T),
         reconfigurations=int(reconfigurations),
+        moves=int(moves),
         cost=float(s_all.sum() * dt / 60.0),
         instability=float(100.0 * opposite / steps),
         jitter=float((supply_changes - demand_changes) / (T / 3600.0)),

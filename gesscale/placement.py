@@ -97,6 +97,47 @@ def choose_node_to_remove(graph: Any, current: Sequence[str]) -> str | None:
     return max(cur, key=key)
 
 
+def better_move(graph: Any, current: Sequence[str], candidates: Iterable[str],
+                threshold_ms: float) -> tuple[str, str, float, float] | None:
+    """The one-replica move that lowers ND_max of `current` the most: (node to add, node to remove, ND_max
+    before, ND_max after), or None when none lowers it by more than `threshold_ms` (or no candidate is free).
+
+    Each replica is tried as the one to remove, worst first (`choose_node_to_remove`'s order: the greatest
+    latency to the others); the node added is the one `choose_node_to_add` picks for the rest, so a move lands
+    where a scale-up of the rest would. The smallest ND_max after wins; among equals, the worst node goes.
+    """
+    cur = list(current)
+    if len(cur) < 2:
+        return None  # ND_max of one node is 0: nothing to gain
+    pool = [c for c in candidates if c not in cur]
+    if not pool:
+        return None
+    before = nd_max(graph, cur)
+
+    def badness(v: str) -> tuple[float, float, str]:  # choose_node_to_remove's key: max RTT, sum, name
+        rtts = [graph_rtt(graph, v, u) for u in cur if u != v]
+        return (max(rtts), sum(rtts), v)
+
+    order = sorted(cur, key=badness, reverse=True)
+    best: tuple[str, str, float, float] | None = None
+    for remove in order:
+        rest = [n for n in cur if n != remove]
+        add = choose_node_to_add(graph, rest, pool)
+        if add is None:
+            continue
+        after = nd_max(graph, [*rest, add])
+        if best is None or after < best[3]:
+            best = (add, remove, before, after)
+    return best if best is not None and before - best[3] > threshold_ms else None
+
+
+def graph_rtt(graph: Any, a: str, b: str) -> float:
+    """The RTT between two nodes on either kind of placement graph (networkx or a map read by rows)."""
+    if isinstance(graph, nx.Graph):
+        return _w(graph, a, b)
+    return float(graph.rtt(a, b))
+
+
 def grow(graph: Any, current: Sequence[str], candidates: Iterable[str], k: int) -> list[str]:
     """Add k nodes one by one with `choose_node_to_add`; returns the nodes added (fewer if none are free)."""
     if not isinstance(graph, nx.Graph):

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-from gesscale.metrics import METRIC_KEYS
+from gesscale.metrics import COUNT_KEYS, METRIC_KEYS
 from gesscale.regret import REFERENCES, failing, fmt_diff, fmt_ratio, fmt_share, status
 from gesscale.simulate import RunResult, median_metrics, regret_of
 
@@ -25,6 +25,7 @@ TITLES = {
     "timeshare_u": "ts_U %",
     "excess_time": "excess",
     "reconfigurations": "reconf",
+    "moves": "moves",
     "cost": "cost (r·min)",
     "instability": "instab %",
     "jitter": "jitter /h",
@@ -124,7 +125,7 @@ def fmt_count(value: float) -> str:
 
 
 def _fmt(key: str, value: float) -> str:
-    if key == "reconfigurations":
+    if key in COUNT_KEYS:
         return fmt_count(value)
     if key in ("max_backlog", "cost"):
         return f"{value:,.0f}"

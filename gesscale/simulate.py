@@ -124,7 +124,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     # Completion: the last second with backlog, or the input end if the backlog was never left over.
     left = np.nonzero(backend.backlog_at[:end] >= 1.0)[0]
     completion = float(max(T, left[-1] + 1 if left.size else T))
-    reconfigs = sum(1 for h in history if h.applied)
+    reconfigs = sum(1 for h in history if h.applied and h.reconfiguration and h.reconfiguration.kind != "move")
+    moves = sum(1 for h in history if h.applied and h.reconfiguration and h.reconfiguration.kind == "move")
     completion_idx = int(min(end, max(T, completion)))
     metrics = compute_metrics(
         demand,
@@ -135,6 +136,7 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         backlog=backend.backlog_at[:end],
         delay=backend.delay[:completion_idx],
         reconfigurations=reconfigs,
+        moves=moves,
         period=backend.period,
         effective_demand=effective_demand(backend, backend.period),
         arrivals=backend.input[:end],

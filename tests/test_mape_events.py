@@ -1,0 +1,106 @@
+"""The control loop under fog events (gesscale/mape.py, docs/events.md): lost replicas replaced, a replica moved
+off degraded links (added first, then removed; counted as a move), the no-headroom case, a leaving node drained."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from gesscale.config import ControllerConfig
+from gesscale.mape import ControlLoop
+from gesscale.observation import Decision, Observation
+from gesscale.policies.base import Policy, PolicyContext
+from gesscale.sim_backend import SimBackend
+from gesscale.simulate import run_once
+from tests.test_sim_events import scenario
+
+
+class Keep(Policy):
+    """Keeps the replica count: whatever changes is the loop's doing."""
+
+    id = "keep-test"
+    asked: ClassVar[list[float]] = []
+
+    def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
+        Keep.asked.append(obs.time_s)
+        return Decision(obs.n, "keep")
+
+
+class KeepUnaware(Keep):
+    latency_aware = False
+
+
+def loop(sc: object, policy: Policy | None = None, **options: object) -> tuple[ControlLoop, SimBackend]:
+    backend = SimBackend(sc)  # type: ignore[arg-type]
+    lmap = sc.latency_map  # type: ignore[attr-defined]
+    config = ControllerConfig(**{"control_period_s": 10, "warmup_s": 0, "max_replicas": 4, **options})  # type: ignore[arg-type]
+    return ControlLoop(backend, policy or Keep(), lmap, config, network=lmap.at if lmap.changes else None), backend
+
+
+DEGRADE_A = {"t_s": 15, "node": "a", "add_rtt_ms": 200}  # (b, a): ND_max 10 -> 210 ms; (b, d) would be 20
+
+
+def test_degraded_links_move_a_replica_adding_the_better_node_first() -> None:
+    ctl, sim = loop(scenario([DEGRADE_A]))
+    ctl.step()
+    rec = ctl.step().reconfiguration  # the period 10-20 saw the change
+    assert rec is not None and rec.kind == "move" and rec.added == ("d",) and rec.removed == ("a",)
+    assert rec.nodes == ("b", "d") and rec.nd_max_ms == 20.0 and "210 -> 20" in rec.reason
+    up, down = sim.reconfigurations[-2:]  # capacity never drops: three replicas between the two changes
+    assert (up.kind, up.nodes, down.kind, down.nodes) == ("up", ("b", "a", "d"), "down", ("b", "d"))
+    assert rec.pause_s == 40.0  # each change pays its pause
+    assert ctl.step().reconfiguration is None  # moved once, not again
+
+
+def test_a_move_is_counted_apart_from_scale_ups_and_downs() -> None:
+    sc = scenario([DEGRADE_A])
+    run = run_once(sc, "gesscale", seed=1, keep_history=True, warmup_s=0)
+    kinds = [h.reconfiguration.kind for h in run.history if h.applied]
+    assert run.metrics.moves == kinds.count("move") >= 1
+    assert run.metrics.reconfigurations == len(kinds) - kinds.count("move")
+    assert run.metrics.to_dict()["moves"] == run.metrics.moves
+
+
+def test_a_small_gain_below_the_threshold_is_no_move() -> None:
+    ctl, _ = loop(scenario([DEGRADE_A]), move_threshold_ms=500)
+    assert all(ctl.step().reconfiguration is None for _ in range(4))
+
+
+def test_without_headroom_the_loop_keeps_its_placement_and_says_why() -> None:
+    ctl, sim = loop(scenario([DEGRADE_A]), max_replicas=2)
+    ctl.step()
+    record = ctl.step()
+    assert record.reconfiguration is None and sim.current().nodes == ("b", "a")
+    assert "move a -> d" in record.decision.reason and "no headroom under max_replicas 2" in record.decision.reason
+
+
+def test_a_latency_unaware_policy_does_not_move_on_latency() -> None:
+    ctl, _ = loop(scenario([DEGRADE_A]), KeepUnaware())
+    assert all(ctl.step().reconfiguration is None for _ in range(4))
+
+
+def test_a_crashed_replica_is_replaced_at_the_next_period_without_asking_the_policy() -> None:
+    Keep.asked.clear()
+    ctl, sim = loop(scenario([{"t_s": 15, "event": "crash", "node": "a"}]))
+    ctl.step()
+    record = ctl.step()
+    assert record.observation.lost == ("a",) and record.reconfiguration is not None
+    assert record.reconfiguration.kind == "up" and record.reconfiguration.added == ("d",)
+    assert record.decision.reason == "replace 1 lost replica(s) (a)"
+    assert sim.current().nodes == ("b", "d") and Keep.asked == [10.0]  # the policy was not asked at 20
+
+
+def test_a_lost_replica_with_no_free_node_is_reported_not_replaced() -> None:
+    ctl, sim = loop(scenario([{"t_s": 5, "event": "crash", "node": n} for n in "acd"]))
+    record = ctl.step()
+    assert record.reconfiguration is None and "no schedulable node free" in record.decision.reason
+    assert sim.current().nodes == ("b",)
+
+
+def test_a_leaving_replica_is_moved_off_before_its_drain_ends() -> None:
+    ctl, sim = loop(scenario([{"t_s": 12, "event": "leave", "node": "a", "drain_s": 60}]))
+    ctl.step()
+    rec = ctl.step().reconfiguration
+    assert rec is not None and rec.kind == "move" and rec.removed == ("a",) and "move off a" in rec.reason
+    assert len(sim.reconfigurations[-2].nodes) == 3  # added first
+    lost = [ctl.step().observation.lost for _ in range(8)]
+    assert not any(lost)  # drained by the move: nothing lost when the node goes

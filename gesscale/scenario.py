@@ -279,6 +279,14 @@ def with_controller(sc: Scenario, options: Mapping[str, Any], where: str = "comm
     return _checked(replace(sc, **fields_, controller={**sc.controller, **values}), where)
 
 
+def with_events(sc: Scenario, raw: Any, source: str, key: str = "events") -> Scenario:
+    """The scenario with more events (`gesscale.events`: link changes and fog events, e.g. `--events FILE`, an
+    experiment's `events:`) merged into its map's schedule; checked against the map's nodes."""
+    if raw is None:
+        return sc
+    return replace(sc, latency_map=sc.latency_map.with_events(raw, source, key))
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario file (see the module docstring)."""
     return scenario_from_dict(read_yaml(path, "scenario"), str(path), Path(path))

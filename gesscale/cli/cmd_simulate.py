@@ -69,6 +69,12 @@ def register(app: typer.Typer) -> None:
             help="Starting performance model (from `gesscale calibrate`) of the model-based policies (gesscale,"
                  " gesscale-plus, mdl-nlunaware: refitted at ND_max=0); an error when no requested policy has one.",
         ),
+        events: Path | None = typer.Option(
+            None, "--events", exists=True, dir_okay=False,
+            help="Events file (docs/events.md): link changes, partitions, flaps, node crashes, leaves, joins and"
+                 " churn, merged by time with the map's own changes: the simulator applies them, the controller"
+                 " replaces lost replicas and moves off degraded or leaving nodes.",
+        ),
         wide: bool = typer.Option(
             False, "--wide", help="Print the table at its full width; by default a table wider than the terminal"
             " (COLUMNS; 80 when piped) is stacked into parts that fit.",
@@ -102,6 +108,11 @@ def register(app: typer.Typer) -> None:
         run_ids = with_references(ids)  # optimal and ideal always run: every row's regret is against them
         popts = parse_policy_option_args(policy_option_args or [], ids)
         sc = with_controller(load_scenario(scenario), controller or {})
+        if events is not None:
+            from gesscale.latency_map import read_events
+            from gesscale.scenario import with_events
+
+            sc = with_events(sc, read_events(events), str(events))
         for warning in sc.warnings:
             err.print(f"gesscale: warning: {sc.source}: {warning}", highlight=False, soft_wrap=True)
         extra: dict[str, object] = {}

@@ -12,6 +12,8 @@
     controller: {warmup_s: 180}         # optional: `gesscale options` keys
     policy_options: {static: {replicas: 3}}        # optional: constructor options per policy
     model: out/model.json               # optional: starting model of the model-based policies
+    events:                             # optional: fog events (docs/events.md), merged with the map's changes
+      - {t_s: 3600, event: crash, node: pi03, duration_s: 1800}
 
 `environment: local` runs each policy live, one after the other, each on a fresh fog-in-a-box testbed (the
 `gesscale demo` machinery: embedded broker, Spark standalone, fog nodes in cgroup CPU budgets, the map's RTTs
@@ -38,7 +40,8 @@ from gesscale.options import controller_from_dict, policy_options_from_dict
 from gesscale.schema import check_keys, number
 
 SPEC_KEYS = ("name", "environment", "scenario", "latency_map", "workload", "control_period_s", "policies", "seeds",
-             "controller", "policy_options", "model", "local", "sim_policies", "repeats", "compare", "order_seed")
+             "controller", "policy_options", "model", "events", "local", "sim_policies", "repeats", "compare",
+             "order_seed")
 ENVIRONMENTS = ("sim", "local", "k8s")
 BUILT = ("sim", "local")
 LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "latency_map", "repeats", "compare",
@@ -70,6 +73,7 @@ class ExperimentSpec:
     compare: tuple[tuple[str, str], ...] = ()
     order_seed: int | None = None
     plugins: dict[str, tuple[str, str]] = field(default_factory=dict)  # policy id -> (plug-in file, class)
+    events: tuple[Any, ...] = ()  # entries of the events schema (docs/events.md), checked against the map
 
     def resolved(self) -> dict[str, Any]:
         """The spec as run: paths absolute, defaults filled in (JSON-ready)."""
@@ -180,6 +184,9 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
         raise UserError(f"{where}: environment '{env}' is not built yet (built: "
                         f"{', '.join(repr(b) for b in BUILT)}: the simulator and the local testbed)")
     if env == "local":
+        if "events" in data:
+            raise UserError(f"{where}: 'events' is for environment: sim (the live testbed does not apply events yet:"
+                            " docs/events.md)")
         return _local_spec(data, where, root)
     for key in ("local", "sim_policies", "repeats", "compare", "order_seed"):
         if key in data:
@@ -204,6 +211,10 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
         options[pid] = policy_options_from_dict(pid, opts, f"{where}: policy_options: {pid}")
     if "model" in data and not any(hasattr(make_policy(p), "model") for p in policies):
         raise UserError(f"{where}: 'model': none of the policies {', '.join(policies)} has a performance model")
+    events = data.get("events")
+    if events is not None and not isinstance(events, list):
+        raise UserError(f"{where}: 'events' must be a list of entries {{t_s, event, ...}} (docs/events.md), got "
+                        f"{brief(events)}")
     workload = data.get("workload")
     if workload is not None and not isinstance(workload, dict):
         raise UserError(f"{where}: 'workload' must be a mapping (kind: ...), got {brief(workload)}")
@@ -223,6 +234,7 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
         model=_path(data["model"], "model", root, where) if "model" in data else None,
         source=source,
         plugins=plugins,
+        events=tuple(events or ()),
     )
 
 
@@ -254,4 +266,9 @@ def scenario_of(spec: ExperimentSpec):  # type: ignore[no-untyped-def]
     if spec.control_period_s is not None:
         data["control_period_s"] = spec.control_period_s
     data.setdefault("name", spec.name)
-    return scenario_from_dict(data, str(spec.scenario_path), spec.scenario_path)
+    sc = scenario_from_dict(data, str(spec.scenario_path), spec.scenario_path)
+    if spec.events:
+        from gesscale.scenario import with_events
+
+        sc = with_events(sc, list(spec.events), spec.source)
+    return sc

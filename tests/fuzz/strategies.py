@@ -205,3 +205,34 @@ def yaml_with_aliases(doc: Any) -> st.SearchStrategy[str]:
                      st.builds(lambda n: "[" * n + "]" * n, st.integers(1, 20_000)),
                      st.builds(lambda n: "- " * n + "x\n", st.integers(1, 20_000)),
                      st.just("a: &a [*a]\n" + plain), st.just(plain.replace("  ", "\t", 1)))
+
+
+# One valid entry of each kind of the fog events schema (gesscale/events.py) on MAP's nodes, with the keys each
+# kind may hold (a mutation may set one that is absent).
+EVENT_BASES = {
+    "link": {"t_s": 60, "pair": ["a", "b"], "add_rtt_ms": 40},
+    "partition": {"t_s": 60, "event": "partition", "groups": [["a"], ["b", "c"]], "duration_s": 300},
+    "partition-pairs": {"t_s": 60, "event": "partition", "pairs": [["a", "c"]]},
+    "flap": {"t_s": 60, "event": "flap", "pair": ["a", "b"], "period_s": 60, "down_s": 10, "duration_s": 600},
+    "crash": {"t_s": 60, "event": "crash", "node": "b", "duration_s": 120},
+    "leave": {"t_s": 60, "event": "leave", "node": "c", "drain_s": 30},
+    "join": {"t_s": 60, "event": "join", "node": "a"},
+    "churn": {"t_s": 0, "event": "churn", "rate_per_h": 6, "duration_s": 3600, "down_s": 60, "seed": 1,
+              "nodes": ["a", "b"]},
+}
+
+
+@st.composite
+def fog_events(draw: st.DrawFn) -> list[Any]:
+    """Lists of 1 to 3 event entries (a map's `changes:`, an experiment's `events:`, `--events FILE`), each a
+    valid entry of one kind with 0 to 3 mutations, or a hostile value in place of an entry."""
+    from gesscale.events import KEYS
+
+    entries: list[Any] = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(sorted(EVENT_BASES)))
+        base = EVENT_BASES[kind]
+        keys = KEYS.get(str(base.get("event")), ("t_s", "node", "pair", "rtt_ms", "add_rtt_ms", *LINK_KEYS))
+        entry = draw(mutated(base, [(k,) for k in keys]) | hostile)
+        entries.append(entry)
+    return entries

@@ -186,9 +186,10 @@ def figure7_runs(results: Mapping[str, list[RunResult]], requested: list[str]) -
 def plot_figure7(results: Mapping[str, RunResult], path: str | Path, caption: str = "") -> Path:
     """One Figure-7-style panel of a workload with every policy (one run each, the first seed): a column per
     policy and, on one scale per row, the input against the throughput (1-min means), the replicas in use
-    against the ideal count, and the backlog. A regret reference among `results` (`optimal`, `ideal`) is titled
-    as one. `caption` (the workload's provenance) is printed below. Written as PNG, SVG and PDF
-    (`gesscale.figures.save`); returns the PNG's path."""
+    against the ideal count (a triangle where a replica was moved: same count, another node), and the backlog.
+    A regret reference among `results` (`optimal`, `ideal`) is titled as one. `caption` (the workload's
+    provenance) is printed below. Written as PNG, SVG and PDF (`gesscale.figures.save`); returns the PNG's
+    path."""
     import textwrap
 
     import numpy as np
@@ -219,6 +220,12 @@ def plot_figure7(results: Mapping[str, RunResult], path: str | Path, caption: st
         n_in = len(r.demand)
         mid.step(t_min[:n_in], r.demand, where="post", color=ROLE["ideal"], lw=0.8, label="ideal")
         mid.step(t_min, r.supply, where="post", color=policy_style(pid)["color"], lw=1.0, label="replicas")
+        moves = [h.reconfiguration for h in r.history if h.applied and h.reconfiguration is not None
+                 and h.reconfiguration.kind == "move"]
+        if moves:  # a re-placement keeps the count, so the step line does not show it (docs/events.md)
+            mid.plot([m.time_s / 60.0 for m in moves], [len(m.nodes) for m in moves], ls="none", marker="v",
+                     ms=4, color=ROLE["ideal"], label="move")
+            mid.legend(loc="upper left")
         low.fill_between(t_min, r.backlog, color=ROLE["backlog"], alpha=0.35, lw=0, label="backlog")
         low.set_xlabel("time (min)")
     axes[0][0].set_ylabel("records/s (1-min mean)")

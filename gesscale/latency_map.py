@@ -21,6 +21,7 @@ File format (YAML)::
     changes:                # optional, in time order; t_s = seconds from the start of a run
       - {t_s: 3600, node: pi02, add_rtt_ms: 40, loss_pct: 1}   # every pair of pi02 (a degraded site)
       - {t_s: 7200, pair: [pi01, pi03], rtt_ms: 30, bandwidth_mbit: null}
+      - {t_s: 9000, event: crash, node: pi02, duration_s: 600}   # a fog event (gesscale.events, docs/events.md)
 
 `Link` says what each value means for the emulation. A pair may be listed in one direction only. Listed in both
 directions, two RTTs must agree within the tolerance (their mean is used), two link properties exactly. Problems

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gesscale.experiment.spec import load_spec
+from gesscale.experiment.spec import load_spec, scenario_of
 from gesscale.policies.base import policy_ids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +26,7 @@ def test_the_example_specs_of_the_docs_load_when_copied(tmp_path: Path, monkeypa
     spec = load_spec(tmp_path / "sim.yaml")
     assert spec.environment == "sim" and "static" in spec.policies
     assert spec.policy_options == {"static": {"replicas": 3}}
+    assert [e.kind for e in scenario_of(spec).latency_map.events] == ["crash"]  # checked against the map
     (tmp_path / "live.yaml").write_text(live)
     spec = load_spec(tmp_path / "live.yaml")
     assert spec.environment == "local" and spec.repeats == 3 and spec.compare == (("gesscale", "mdl-nlunaware"),)

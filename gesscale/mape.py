@@ -88,6 +88,7 @@ class ControlLoop:
         self.history: list[StepRecord] = []
         self._last_nodes: list[NodeState] | None = None
         self._last_candidates: tuple[str, ...] = ()
+        self._unschedulable: frozenset[str] = frozenset()  # nodes down or cordoned, as last listed
         self._placed_nd: float | None = None  # the lowest ND_max of the placement in use since it was made
         self.resume_note = ""  # what happened to a state of another policy (gesscale.state_file.state_for)
         if self.state_path and self.state_path.exists():
@@ -152,6 +153,7 @@ class ControlLoop:
         if last is None or len(last) != len(nodes) or not all(a is b for a, b in zip(nodes, last, strict=True)):
             self._last_nodes = list(nodes)  # NodeState is frozen: the same objects are the same states
             self._last_candidates = tuple(n.name for n in nodes if n.schedulable and n.name in self.latency_map.nodes)
+            self._unschedulable = frozenset(n.name for n in nodes if not n.schedulable)
         return self._last_candidates
 
     def step(self) -> StepRecord:
@@ -213,8 +215,7 @@ class ControlLoop:
         """One replica moved (see the module docstring), or `decision` as it was (its reason saying why a move
         was wanted but not made)."""
         current = obs.replicas
-        blocked = {s.name for s in self._last_nodes or () if not s.schedulable}
-        stranded = [n for n in current if n in blocked]
+        stranded = [n for n in current if n in self._unschedulable]
         nd_now = placement.nd_max(ctx.graph, current) if self.policy.latency_aware and len(current) > 1 else 0.0
         placed = nd_now if self._placed_nd is None else min(self._placed_nd, nd_now)
         self._placed_nd = placed

@@ -18,7 +18,9 @@ first, then remove the worse one, so capacity never drops): off a node that is n
 or cut off), or, for a latency-aware policy, when the links of the used nodes degraded since they were placed
 and one move lowers ND_max by more than `move_threshold_ms`. A move needs headroom: with `max_replicas` replicas
 already, the loop keeps its placement and says so in the decision's reason (a swap in place would drop capacity
-for its pause); it moves at a later period once there is room. No move during the warm-up.
+for its pause); it moves at a later period once there is room. Without a spare node there is nothing to move to;
+the schedulable nodes bound the replica count, so a replica on a node no longer schedulable is removed (`place`
+removes those first). No move during the warm-up.
 
 The network: with `network` (a function of the time the backend reports, e.g. `latency_map.at` in the
 simulator, whose clock counts seconds from the start of the run), the policies see the map in force at each
@@ -227,8 +229,8 @@ class ControlLoop:
             add = (placement.grow(ctx.graph, rest, pool, 1) if self.policy.latency_aware
                    else placement.grow_random(rest, pool, 1, ctx.rng))
             why = f"move off {remove} (no longer schedulable: leaving or cut off)"
-            if not add:
-                return Decision(decision.target, _joined(decision.reason, f"{why} blocked: no spare node"))
+            if not add:  # no spare node: the schedulable nodes bound the count, so `place` removed it already
+                return decision
             found: tuple[str, str] | None = (add[0], remove)
         else:
             if nd_now <= placed + 1e-9:

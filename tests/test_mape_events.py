@@ -104,3 +104,13 @@ def test_a_leaving_replica_is_moved_off_before_its_drain_ends() -> None:
     assert len(sim.reconfigurations[-2].nodes) == 3  # added first
     lost = [ctl.step().observation.lost for _ in range(8)]
     assert not any(lost)  # drained by the move: nothing lost when the node goes
+
+
+def test_without_a_spare_node_nothing_moves_and_a_leaving_replica_is_the_one_removed() -> None:
+    gone = [{"t_s": 0, "event": "crash", "node": n} for n in "cd"]  # only a and b are left
+    ctl, sim = loop(scenario([*gone, DEGRADE_A]))
+    assert all(ctl.step().reconfiguration is None for _ in range(3)) and sim.current().nodes == ("b", "a")
+    ctl, sim = loop(scenario([*gone, {"t_s": 12, "event": "leave", "node": "a", "drain_s": 60}]))
+    ctl.step()
+    rec = ctl.step().reconfiguration  # one schedulable node bounds the count: the replica on the leaving node goes
+    assert rec is not None and rec.kind == "down" and rec.removed == ("a",) and sim.current().nodes == ("b",)

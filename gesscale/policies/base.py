@@ -204,7 +204,8 @@ def parse_policy_list(text: str) -> list[str]:
 
 
 def place(decision: Decision, current: tuple[str, ...], ctx: PolicyContext, latency_aware: bool) -> Decision:
-    """Complete a decision with the nodes to add or remove, using the policy's kind of placement."""
+    """Complete a decision with the nodes to add or remove, using the policy's kind of placement; a scale-down
+    removes first the replicas on nodes no longer schedulable (down, cordoned, leaving, cut off)."""
     target = ctx.clamp(decision.target)
     n = len(current)
     if target == n:
@@ -219,8 +220,16 @@ def place(decision: Decision, current: tuple[str, ...], ctx: PolicyContext, late
             add = tuple(placement.grow_random(current, ctx.candidates, k, ctx.rng))
         return Decision(n + len(add), decision.reason, add=add)
     k = n - target
+    free = set(ctx.candidates)
+    stranded = tuple(c for c in current if c not in free)  # on a node down or cordoned: they go first
     if decision.remove:
         remove = tuple(decision.remove[:k])
+    elif stranded:
+        rest = tuple(c for c in current if c in free)
+        more = k - len(stranded[:k])
+        extra = () if more <= 0 else tuple(placement.shrink(ctx.graph, rest, more) if latency_aware
+                                           else placement.shrink_random(rest, more, ctx.rng))
+        remove = stranded[:k] + extra
     elif latency_aware:
         remove = tuple(placement.shrink(ctx.graph, current, k))
     else:

@@ -127,6 +127,9 @@ def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str], trust_code: boo
     options = doc.get("policy_options") or {}
     if not isinstance(options, dict):
         raise UserError(f"{where}: 'policy_options' is not a mapping")
+    events = doc.get("events") or []
+    if not isinstance(events, list):
+        raise UserError(f"{where}: 'events' is not a list")
     return ExperimentSpec(name=f"{doc['name']}-replay", environment="sim", scenario_path=scenario,
                           policies=tuple(policies), seeds=int(doc["seeds"]), latency_map=latency_map,
                           workload=workload, control_period_s=doc.get("control_period_s"),
@@ -136,7 +139,7 @@ def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str], trust_code: boo
                           policy_options={p: dict(policy_options_from_dict(p, o, f"{where}: policy_options: {p}"))
                                           for p, o in options.items()},
                           model=carried.path("model") if carried.has("model") else None,
-                          source=str(bundle / "spec.yaml"), plugins=plugins)
+                          source=str(bundle / "spec.yaml"), plugins=plugins, events=tuple(events))
 
 
 def _extra_ids(extra: Sequence[str], plugins: dict[str, tuple[str, str]]) -> list[str]:

@@ -37,3 +37,15 @@ def test_a_non_bundle_or_a_live_bundle_is_refused(bundle: Path, tmp_path: Path) 
     (live / "spec.resolved.json").write_text(json.dumps({**doc, "environment": "local"}))
     with pytest.raises(UserError, match="cannot be replayed yet"):
         spec_of_bundle(live)
+
+
+def test_a_bundle_replays_with_its_events(bundle: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "events"
+    shutil.copytree(bundle, copy)
+    doc = json.loads((copy / "spec.resolved.json").read_text())
+    crash = {"t_s": 60, "event": "crash", "node": "pi03"}
+    (copy / "spec.resolved.json").write_text(json.dumps({**doc, "events": [crash]}))
+    assert spec_of_bundle(copy).events == (crash,)
+    (copy / "spec.resolved.json").write_text(json.dumps({**doc, "events": {"t_s": 1}}))
+    with pytest.raises(UserError, match="'events' is not a list"):
+        spec_of_bundle(copy)

@@ -41,7 +41,7 @@ class ControllerMetrics:
         self.cpu = Gauge("gesscale_cpu_utilisation", "CPU used by the replicas / their cgroup budgets", registry=r)
         self.model = Gauge("gesscale_model_param", "Fitted performance-model parameter", ["param"], registry=r)
         self.measurements = Gauge("gesscale_model_measurements", "MST measurements in the model", registry=r)
-        self.decisions = Counter("gesscale_decisions", "Decisions by kind (up, down, none) and whether they were "
+        self.decisions = Counter("gesscale_decisions", "Decisions by kind (up, down, move, none) and whether they were "
                                  "applied", ["kind", "applied"], registry=r)
         self.reconfigs = Counter("gesscale_reconfigurations", "Reconfigurations applied", ["kind"], registry=r)
         self.pause = Gauge("gesscale_last_pause_seconds", "Measured pause of the last reconfiguration (s)",

@@ -310,6 +310,14 @@ class LatencyMap:
             sched = origin._memo["events"] = EventSchedule(origin.events, origin.names)
         return sched
 
+    def unapplied_events(self, command: str) -> str | None:
+        """The warning a command that does not apply fog events yet prints for a map that has some (None: none)."""
+        if not self.events:
+            return None
+        kinds = ", ".join(sorted({e.kind for e in self.events}))
+        return (f"{self.source}: {len(self.events)} fog event(s) ({kinds}) in changes: are not applied by "
+                f"`gesscale {command}` (the simulator only, for now: docs/events.md)")
+
     def with_events(self, raw: Any, source: str, key: str = "events") -> LatencyMap:
         """This map (as written) with more entries of the events schema (`gesscale.events`: link changes and fog
         events, e.g. a `--events FILE` or an experiment's `events:`) merged into its schedule by time; checked

@@ -155,3 +155,10 @@ def test_the_shipped_events_example_loads_against_its_map() -> None:
     merged = m.with_events(read_events(ROOT / "scenarios/events/pi10-fog-events.yaml"), "example")
     assert {e.kind for e in merged.events} == {"partition", "flap", "crash", "leave", "join", "churn"}
     assert merged.changes  # and a link degradation
+
+
+def test_a_command_that_does_not_apply_events_says_so() -> None:
+    assert lmap().unapplied_events("run") is None
+    note = lmap({"t_s": 1, "event": "crash", "node": "a"}).unapplied_events("run")
+    assert note == ("m.yaml: 1 fog event(s) (crash) in changes: are not applied by `gesscale run` (the simulator "
+                    "only, for now: docs/events.md)")

@@ -193,6 +193,8 @@ def run(
     kube = KubeApi.connect(server=server, kubeconfig=kubeconfig, context=context)
     if latency_map is not None:
         lmap = load_latency_map(latency_map)
+        if (note := lmap.unapplied_events("k8s run")) is not None:
+            typer.echo(f"gesscale: warning: {note}", err=True)
     else:
         lmap = latency_map_from_nodes(parse_node(n) for n in kube.list_nodes())
         if lmap is None:

@@ -40,6 +40,8 @@ _VIA_HELP = "fabric: gesscale's own parallel SSH. ansible: the netem role (playb
 
 def _load(inventory: Path, map_path: Path) -> tuple[dict[str, Host], LatencyMap]:
     lmap = load_latency_map(map_path)
+    if (note := lmap.unapplied_events("netem")) is not None:
+        typer.echo(f"gesscale: warning: {note}", err=True)
     hosts = hosts_for_map(load_inventory(inventory), lmap, str(inventory))
     return hosts, lmap
 

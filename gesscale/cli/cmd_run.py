@@ -116,6 +116,8 @@ def register(app: typer.Typer) -> None:
         ControllerConfig(**controller)  # options that contradict each other fail before anything starts
         stop_after = parse_duration(duration, "--duration") if duration else None
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
+        if (note := lmap.unapplied_events("run")) is not None:
+            typer.echo(f"gesscale: warning: {note}", err=True)
         if testbed is None:
             query = checked_query(query)
         elif query is not None:

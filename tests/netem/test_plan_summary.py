@@ -33,3 +33,19 @@ def test_structural_summary_shows_no_delay(capsys: pytest.CaptureFixture[str], m
     out = capsys.readouterr().out
     line = peer_line(out, "pi01", "pi03")
     assert "no delay" in line and "ms" not in line
+
+
+def test_a_map_with_fog_events_is_planned_with_a_warning_that_they_are_not_applied(
+        capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path) -> None:
+    import yaml
+
+    from tests.fixtures.paths import ROOT
+
+    monkeypatch.chdir(ROOT)
+    data = yaml.safe_load((ROOT / "inventory/latency/pi10-degraded.yaml").read_text())
+    data["changes"].append({"t_s": 5000, "event": "crash", "node": "pi02"})
+    path = tmp_path / "events.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main([*ARGS[:5], str(path), *ARGS[6:]]) == 0
+    err = capsys.readouterr().err
+    assert "1 fog event(s) (crash) in changes: are not applied by `gesscale netem`" in err

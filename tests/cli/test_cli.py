@@ -62,8 +62,8 @@ def test_simulate_paper_comparison(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     assert doc["scenario"] == "pi10-taxi" and doc["duration_s"] == 17280
-    keys = {"accuracy_o", "accuracy_u", "timeshare_o", "timeshare_u", "excess_time", "reconfigurations", "cost",
-            "instability", "jitter", "avg_replicas", "max_backlog", "p95_delay_s"}
+    keys = {"accuracy_o", "accuracy_u", "timeshare_o", "timeshare_u", "excess_time", "reconfigurations", "moves",
+            "cost", "instability", "jitter", "avg_replicas", "max_backlog", "p95_delay_s"}
     assert all(set(m) == keys for m in doc["policies"].values())
     p = doc["policies"]
     g = p["gesscale"]

@@ -152,7 +152,7 @@ def test_the_shipped_events_example_loads_against_its_map() -> None:
     from gesscale.latency_map import load_latency_map
 
     m = load_latency_map(ROOT / "inventory/latency/pi10.yaml")
-    merged = m.with_events(read_events(ROOT / "scenarios/events/pi10-fog-events.yaml"), "example")
+    merged = m.with_events(read_events(ROOT / "inventory/latency/pi10-events.yaml"), "example")
     assert {e.kind for e in merged.events} == {"partition", "flap", "crash", "leave", "join", "churn"}
     assert merged.changes  # and a link degradation
 

@@ -1,7 +1,8 @@
 """Scenario files for the simulator (YAML, docs/scenarios.md): cluster, ground truth, workload, seed.
 
-The ground truth (alpha, beta, gamma, noise, reconfiguration pause) is what the simulated operator really
-does; policies never see it (only the `ideal` oracle reads the demand derived from it).
+The ground truth (alpha, beta, gamma, noise, reconfiguration pause and, for a twin of a live run, each kind of
+reconfiguration's measured timing) is what the simulated operator really does; policies never see it (only the
+`ideal` oracle reads the demand derived from it).
 """
 
 from __future__ import annotations
@@ -12,13 +13,36 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.config import MAX_SEED
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.latency_map import SUSPICIOUS_RTT_MS, TINY_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 from gesscale.model import FORMS
 from gesscale.names import check_name
 from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
+
+RECONFIG_KINDS = ("up", "down")
+RECONFIG_TIMING_KEYS = ("effective_s", "pause_s", "observation_gap_s")
+
+
+@dataclass(frozen=True)
+class ReconfigTiming:
+    """How one kind of reconfiguration (`up` or `down`) behaves on the platform, as a live run measured it.
+
+    From the decision, the configuration being left keeps serving (at the smaller capacity of the old and the
+    new one) until `effective_s - pause_s`, then nothing is processed for `pause_s`, and from `effective_s` the new
+    configuration serves. The loop sees no observation while the change is under way: the next one ends
+    `observation_gap_s` after the decision (None: `effective_s` plus one control period, as a live loop whose
+    backend returns once the change is effective)."""
+
+    effective_s: float
+    pause_s: float
+    observation_gap_s: float | None = None
+
+    def to_dict(self) -> dict[str, float]:
+        """The scenario's `operator.reconfig.<kind>` mapping."""
+        d = {"effective_s": self.effective_s, "pause_s": self.pause_s}
+        return d | ({} if self.observation_gap_s is None else {"observation_gap_s": self.observation_gap_s})
 
 
 @dataclass(frozen=True)
@@ -37,6 +61,15 @@ class GroundTruth:
     delta: float = 0.0
     # The leave-one-out errors the form was chosen by (a scenario calibrated from a run); not used to simulate.
     loo: dict[str, Any] | None = None
+    # Per kind of reconfiguration, its measured timing (a twin of a live run); a kind not given pauses for
+    # `reconfig_pause_s` from the decision, the new configuration in place at once (the paper's restart).
+    reconfig: dict[str, ReconfigTiming] | None = None
+
+    def timing(self, kind: str) -> ReconfigTiming:
+        """The timing of a reconfiguration of `kind` (`up` or `down`)."""
+        if self.reconfig and kind in self.reconfig:
+            return self.reconfig[kind]
+        return ReconfigTiming(effective_s=self.reconfig_pause_s, pause_s=self.reconfig_pause_s)
 
     def mst(self, n: int, nd_max_ms: float) -> float:
         """True MST of n replicas at ND_max (records/s), without noise."""
@@ -81,7 +114,8 @@ SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "ope
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
-OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo")
+OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo",
+                 "reconfig")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
 # observations are per-second rates; below a second a period holds less than one sample.
 MIN_CONTROL_PERIOD_S = 1.0
@@ -145,16 +179,18 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         raise UserError(f"{where}: 'operator' must be a mapping of ground-truth values")
     check_keys(op, OPERATOR_KEYS, f"{where}: operator")
     w_op = f"{where}: operator"
+    pause_s = float(number(op, "reconfig_pause_s", 120.0, w_op, lo=0.0, hi=MAX_PAUSE_S, duration=True))
     truth = GroundTruth(
         alpha=float(number(op, "alpha", 60.0, w_op, lo=0.0, lo_open=True, hi=1e9)),
         beta=float(number(op, "beta", 0.9, w_op, lo=0.0, lo_open=True, hi=4.0)),
         gamma=float(number(op, "gamma", 0.1, w_op, lo=0.0, hi=1e9)),
         noise=float(number(op, "noise", 0.03, w_op, lo=0.0, hi=1.0, hi_open=True)),
-        reconfig_pause_s=float(number(op, "reconfig_pause_s", 120.0, w_op, lo=0.0, hi=MAX_PAUSE_S, duration=True)),
+        reconfig_pause_s=pause_s,
         initial_replicas=number(op, "initial_replicas", 2, w_op, lo=1, integer=True),
         form=_form(op, w_op),
         delta=float(number(op, "delta", 0.0, w_op, lo=0.0)),
         loo=_loo(op, w_op),
+        reconfig=_reconfig(op, w_op, pause_s),
     )
     workload = data.get("workload")
     if workload is None:
@@ -198,6 +234,38 @@ def _form(op: Mapping[str, Any], where: str) -> str:
     if form not in FORMS:
         raise UserError(f"{where}: 'form' must be one of {', '.join(FORMS)}, got {form!r}")
     return str(form)
+
+
+def _reconfig(op: Mapping[str, Any], where: str, pause_s: float) -> dict[str, ReconfigTiming] | None:
+    """operator.reconfig: per kind (`up`, `down`), the measured `effective_s` (default: the pause), `pause_s`
+    (default `reconfig_pause_s`, at most `effective_s`) and `observation_gap_s` (at least `effective_s`: no
+    observation while a change is under way)."""
+    section = op.get("reconfig")
+    if section is None:
+        return None
+    if not isinstance(section, Mapping):
+        raise UserError(f"{where}: 'reconfig' must be a mapping of kind (up, down) to its timing, got {brief(section)}")
+    check_keys(section, RECONFIG_KINDS, f"{where}: reconfig")
+    out = {}
+    for kind, timing in section.items():
+        w = f"{where}: reconfig.{kind}"
+        if not isinstance(timing, Mapping):
+            raise UserError(f"{w}: must be a mapping of {', '.join(RECONFIG_TIMING_KEYS)}, got {brief(timing)}")
+        check_keys(timing, RECONFIG_TIMING_KEYS, w)
+        effective = timing.get("effective_s")
+        if effective is not None:
+            effective = float(number(timing, "effective_s", None, w, lo=0.0, hi=MAX_PAUSE_S, duration=True))
+        pause = float(number(timing, "pause_s", pause_s if effective is None else min(pause_s, effective), w, lo=0.0,
+                             hi=MAX_PAUSE_S, duration=True))
+        effective = pause if effective is None else effective
+        if pause > effective:
+            raise UserError(f"{w}: pause_s {pause:g} is longer than effective_s {effective:g} (the pause is part of "
+                            "the time until the new configuration serves)")
+        gap = timing.get("observation_gap_s")
+        if gap is not None:
+            gap = float(number(timing, "observation_gap_s", None, w, lo=effective, hi=MAX_PAUSE_S, duration=True))
+        out[str(kind)] = ReconfigTiming(effective_s=effective, pause_s=pause, observation_gap_s=gap)
+    return out
 
 
 def _loo(op: Mapping[str, Any], where: str) -> dict[str, Any] | None:

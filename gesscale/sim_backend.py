@@ -6,6 +6,13 @@ drawn per second — and what they cannot take accumulates as backlog. During a 
 is processed; afterwards the backlog is caught up at MST. When the workload ends, input stops and the run goes
 on until the backlog has drained (or a limit of one more workload length).
 
+A reconfiguration follows its kind's timing (`GroundTruth.timing`): by default (the paper's restart) the new
+configuration is in place at the decision and nothing is processed for `reconfig_pause_s`. A twin of a live run
+gives each kind its measured timing instead (`operator.reconfig`): until the change is effective (`effective_s`
+after the decision) the smaller of the old and the new configuration serves, nothing is processed in its last
+`pause_s`, and the loop's next observation ends `observation_gap_s` after the decision (default: effective_s plus
+one control period), so no period is observed while a change is under way.
+
 The network follows the latency map's `changes:` schedule: from each change time on (second t uses
 `latency_map.at(t)`), ND_max of the replicas in place, hence their true MST, is that of the map in force, and so
 are the nodes a placement starts from and the ideal demand of the metrics. A map without changes is one segment.
@@ -78,7 +85,11 @@ class SimBackend(Backend):
         self.delay = np.zeros(self.horizon)
         self.t = 0
         self.backlog = 0.0
-        self.pause_left = 0
+        self.pause_left = 0  # seconds until the last reconfiguration is effective
+        self.serve_left = 0  # of those, the first ones, served at `_serving_mst` (before the pause)
+        self._serving_nodes: tuple[str, ...] = ()  # the configuration that serves them (the smaller capacity)
+        self._serving_mst = 0.0
+        self._next_span: int | None = None  # the next observation's length, when a reconfiguration sets it
         self.reconfigurations: list[Reconfiguration] = []
         # Fog events: node states not UP, links down, when each cut-off replica was cut, replicas lost since the
         # last observation.
@@ -165,6 +176,9 @@ class SimBackend(Backend):
         self.graph = self._graph_of(self.network)
         self._next_change = self._change_after(t)
         self._set_nodes(self._nodes)
+        if self.serve_left > 0:
+            self._serving_mst = self.truth.mst(len(self._serving_nodes), placement.nd_max(self.graph,
+                                                                                         self._serving_nodes))
 
     # -- Backend interface ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeState]:
@@ -200,12 +214,14 @@ class SimBackend(Backend):
         return (self.t >= self.input_end and self.backlog < 1.0) or self.t >= self.horizon
 
     def observe(self) -> Observation:
-        """Simulate one control period and report it."""
-        t0, t1 = self.t, min(self.t + self.period, self.horizon)
+        """Simulate one control period (or, after a reconfiguration with an observation gap, that gap) and report
+        it."""
+        span, self._next_span = self._next_span or self.period, None
+        t0, t1 = self.t, min(self.t + span, self.horizon)
         rate, mst_noise, cpu_noise = self.rate, self._mst_noise, self._cpu_noise
         inp_a, proc_a, back_a, sup_a, delay_a = self.input, self.processed, self.backlog_at, self.supply, self.delay
         n, mst, end = len(self._nodes), self._mst, self.input_end
-        backlog, pause_left = self.backlog, self.pause_left
+        backlog, pause_left, serve_left = self.backlog, self.pause_left, self.serve_left
         start_backlog = backlog
         bp_count = 0
         cpu_sum = busy_sum = inp_sum = proc_sum = 0.0
@@ -227,7 +243,12 @@ class SimBackend(Backend):
             inp = rate[i] if i < end else 0.0
             avail = backlog + inp
             cap = mst * mst_noise[i]
-            if pause_left > 0:
+            serving = serve_left > 0
+            if serving:  # the change is not effective yet: the smaller configuration serves
+                serve_left -= 1
+                pause_left -= 1
+                cap = self._serving_mst * mst_noise[i]
+            if pause_left > 0 and not serving:  # the pause, the last seconds before the change is effective
                 pause_left -= 1
                 paused += 1
                 done = 0.0
@@ -252,7 +273,7 @@ class SimBackend(Backend):
             delay_a[i] = pause_left + backlog * inv_mst
             inp_sum += inp
             proc_sum += done
-        self.backlog, self.pause_left, self.t = backlog, pause_left, t1
+        self.backlog, self.pause_left, self.serve_left, self.t = backlog, pause_left, serve_left, t1
         span = max(1, t1 - t0)
         return Observation(
             time_s=float(t1),
@@ -277,25 +298,44 @@ class SimBackend(Backend):
         return lost
 
     def apply(self, placement_: Placement, instant: bool = False) -> float:
-        """Switch to the new nodes; processing stops for the scenario's pause unless `instant`."""
-        old = set(self._nodes)
+        """Switch to the new nodes with the timing of the change's kind (module docstring); no pause, no delay
+        and no observation gap when `instant`. Returns the pause (s)."""
+        old_nodes = self._nodes
+        old = set(old_nodes)
         new = tuple(placement_.nodes)
         if set(new) == old:
             return 0.0
-        pause = 0 if instant else int(round(self.truth.reconfig_pause_s))
+        kind = "up" if len(new) > len(old) else "down"
+        timing = self.truth.timing(kind)
+        pause = 0 if instant else int(round(timing.pause_s))
+        effective = 0 if instant else max(pause, int(round(timing.effective_s)))
+        old_mst = self._mst
         self._set_nodes(new)
-        # A second change in the same second (a move: add, then remove) pays its own pause after the first's.
-        self.pause_left = self.pause_left + pause if self._applied_at == self.t else pause
+        # A second change in the same second (a move: add, then remove) pays its own delay after the first's.
+        if self._applied_at == self.t:
+            self.pause_left += effective
+        else:
+            self.pause_left = effective
+            self.serve_left = effective - pause
+            if self.serve_left > 0:
+                self._serving_nodes, self._serving_mst = ((old_nodes, old_mst) if old_mst <= self._mst
+                                                          else (new, self._mst))
         self._applied_at = self.t
+        if not instant and self.truth.reconfig and kind in self.truth.reconfig:
+            gap = timing.observation_gap_s
+            span = max(1, effective, int(round(gap)) if gap is not None else effective + self.period)
+            self._next_span = max(span, self._next_span or 0)
         self.reconfigurations.append(
             Reconfiguration(
                 time_s=float(self.t),
-                kind="up" if len(new) > len(old) else "down",
+                kind=kind,
                 added=tuple(n for n in new if n not in old),
                 removed=tuple(n for n in old if n not in set(new)),
                 nodes=new,
                 nd_max_ms=self._nd,
                 pause_s=float(pause),
+                started_s=float(self.t),
+                effective_s=float(self.t + effective),
             )
         )
         return float(pause)

@@ -151,3 +151,57 @@ def test_gesscale_moves_away_from_a_fog_site_that_degrades() -> None:
     # On pi10-taxi (same nodes, RTTs, ground truth and day, no change) it keeps coming back to pi03.
     steady = placements(load_scenario(root / "scenarios/pi10-taxi.yaml"))
     assert any("pi03" in added for t, added, _ in steady if t >= t_change)
+
+
+def test_a_measured_effective_delay_serves_the_old_configuration_then_pauses() -> None:
+    # the twin of a live run: an up-scale serves with the old replica for 25 s, pauses 5 s, then the new one serves
+    sim = SimBackend(scenario({"kind": "steps", "levels": [80] * 10, "step_s": 10},  # type: ignore[arg-type]
+                              reconfig={"up": {"effective_s": 30, "pause_s": 5}}))
+    sim.observe()
+    assert sim.apply(Placement(("a", "b"), 10.0)) == 5.0
+    o = sim.observe()  # the next observation ends 30 s + one period after the decision: none during the change
+    assert o.period_s == 40 and o.time_s == 50
+    assert o.paused_s == 5
+    served = sim.processed[10:50]
+    assert list(served[:25]) == [80.0] * 25          # MST(1) = 100 takes the 80/s input
+    assert list(served[25:30]) == [0.0] * 5          # the pause: the last seconds before it is effective
+    assert served[30] == pytest.approx(195.0)  # MST(2 @ 10 ms) = 195 catches up the pause's 400 records
+    assert list(sim.supply[10:50]) == [2] * 40       # the new replica is held from the decision
+    r = sim.reconfigurations[0]
+    assert (r.started_s, r.effective_s, r.pause_s) == (10.0, 40.0, 5.0)
+
+
+def test_a_measured_observation_gap_and_a_scale_down_at_the_smaller_capacity() -> None:
+    sim = SimBackend(scenario({"kind": "steps", "levels": [150] * 10, "step_s": 10},  # type: ignore[arg-type]
+                              initial_replicas=2,
+                              reconfig={"down": {"effective_s": 8, "pause_s": 2, "observation_gap_s": 13}}))
+    sim.observe()
+    sim.apply(Placement(("b",), 0.0))
+    o = sim.observe()
+    assert o.period_s == 13 and o.time_s == 23
+    assert list(sim.processed[10:16]) == [100.0] * 6  # a scale-down serves with what is left (MST(1) = 100)
+    assert list(sim.processed[16:18]) == [0.0, 0.0]
+    assert sim.observe().period_s == 10  # then the control period again
+
+
+def test_an_up_kind_given_leaves_the_other_kind_on_the_paper_pause() -> None:
+    sim = SimBackend(scenario({"kind": "steps", "levels": [80] * 6, "step_s": 10},  # type: ignore[arg-type]
+                              initial_replicas=2, reconfig={"up": {"effective_s": 30}}))
+    sim.observe()
+    assert sim.apply(Placement(("b",), 0.0)) == 20.0
+    o = sim.observe()
+    assert o.period_s == 10 and o.throughput == 0.0
+
+
+@pytest.mark.parametrize(("timing", "says"), [
+    ({"up": {"effective_s": 5, "pause_s": 10}}, "pause_s 10 is longer than effective_s 5"),
+    ({"up": {"effective_s": 30, "observation_gap_s": 20}}, "observation_gap_s"),
+    ({"sideways": {"effective_s": 3}}, "unknown key 'sideways'"),
+    ({"up": {"effective": 3}}, "unknown key 'effective'"),
+    ({"up": 3}, "must be a mapping"),
+])
+def test_a_wrong_reconfiguration_timing_is_one_clear_error(timing: dict, says: str) -> None:
+    from gesscale.errors import UserError
+
+    with pytest.raises(UserError, match=says):
+        scenario({"kind": "steps", "levels": [80], "step_s": 10}, reconfig=timing)  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ def _simulated(out: Path, seeds: int, scenario: Path, policies: str) -> None:
 def _print_report(report: dict) -> None:
     from rich.table import Table
 
+    from gesscale.cli.fidelity_table import print_fidelity, twin_summary
     from gesscale.cli.tables import output_console, print_table
     from gesscale.report import metrics_table
 
@@ -90,8 +91,10 @@ def _print_report(report: dict) -> None:
                       f"{twin.get('p50_s')} s, p95 {twin.get('p95_s')} s, p99 {twin.get('p99_s')} s "
                       f"(per period: report's periods[].latency, every record: {lat.get('records_csv')})")
     console.print(f"timeline: {report['timeline_png']}")
-    print_table(console, metrics_table("simulator on the scenario calibrated from this run (1 seed)",
-                                       report["simulation"]))
+    console.print(twin_summary(report.get("twin")))
+    print_table(console, metrics_table("simulator on this run's twin (1 seed)", report["simulation"]))
+    if report.get("fidelity"):
+        print_fidelity(console, report["fidelity"], f"{report['options']['policy']}: twin against the live run")
     console.print(f"timings (s): {report['timings_s']}")
 
 

@@ -80,10 +80,14 @@ def register(app: typer.Typer) -> None:
         """Run a simulator bundle again from its resolved spec: check that the input has the recorded SHA-256 and
         that every recorded run gives the same metrics, and run the extra --policies beside them (exit 1 when
         something did not reproduce). For a live bundle (environment: local): run each live run's simulated twin
-        (the scenario calibrated from it) with its policy, the bundle's sim_policies and --policies, and write
-        the live and simulated figures side by side (twins.md). A replay reads only the bundle's copies of its
+        (built from what the run measured: the control period achieved, each reconfiguration's effective delay and
+        observation gap, the MST points, the input produced) with its policy, the bundle's sim_policies and
+        --policies; write the live and simulated figures side by side (twins.md) and the twin of the live policy
+        against the run with the errors (fidelity.md, printed). A replay reads only the bundle's copies of its
         inputs (checked against their SHA-256), runs no code from the bundle unless --trust-code, and writes its
         own manifest.json."""
+        from gesscale.cli.fidelity_table import print_fidelity, twin_summary
+        from gesscale.cli.tables import output_console
         from gesscale.experiment.bundle import run_experiment
         from gesscale.experiment.replay import check_replay, is_live_bundle, replay_live, spec_of_bundle
         from gesscale.simulate import with_references
@@ -94,9 +98,13 @@ def register(app: typer.Typer) -> None:
         argv = ["gesscale", *sys.argv[1:]]
         if (bundle / "spec.resolved.json").is_file() and is_live_bundle(bundle):
             target = out or bundle / "replay"
-            replay_live(bundle, extra, target, force=force, allow_outside=allow_outside, argv=argv)
+            doc = replay_live(bundle, extra, target, force=force, allow_outside=allow_outside, argv=argv)
             console.print((target / "twins.md").read_text())
-            console.print(f"wrote {target / 'metrics.json'} and {target / 'twins.md'}")
+            fitted = output_console()
+            for rid, twin in doc["twins"].items():
+                fitted.print(twin_summary(twin.get("twin")))
+                print_fidelity(fitted, twin["fidelity"], f"{rid}: twin against the live run")
+            console.print(f"wrote {target / 'metrics.json'}, {target / 'twins.md'} and {target / 'fidelity.md'}")
             return
         exp = spec_of_bundle(bundle, extra, trust_code=trust_code, allow_outside=allow_outside)
         target = out or bundle / "replay"

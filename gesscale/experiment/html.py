@@ -182,6 +182,25 @@ def latency_table_html(runs: Mapping[str, Mapping[str, Any]]) -> str:
             f"only; {_e(bounds)}.</p>")
 
 
+def fidelity_table_html(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """One table of every run's fidelity rows (`gesscale.fidelity`: live, twin, error, goal), or '' when no run
+    has them (a bundle written before the twin was built from measurements)."""
+    from gesscale.fidelity import table_cells
+
+    body = []
+    header: tuple[str, ...] = ()
+    for rid, run in runs.items():
+        rows = run.get("fidelity")
+        if not rows:
+            continue
+        header, cells = table_cells(rows)
+        body += [f"<tr><td>{_e(rid)}</td>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in cells]
+    if not body:
+        return ""
+    return ('<table data-table="fidelity"><tr><th>run</th>' + "".join(f"<th>{_e(h)}</th>" for h in header)
+            + "</tr>" + "".join(body) + "</table>")
+
+
 def write_live_report(out: Path, spec: ExperimentSpec, runs: Mapping[str, Mapping[str, Any]], provenance: str,
                       figures: Sequence[Path], decisions: Sequence[Mapping[str, Any]],
                       stats: Mapping[str, Any] | None = None, plan: Mapping[str, Any] | None = None,
@@ -214,6 +233,7 @@ def write_live_report(out: Path, spec: ExperimentSpec, runs: Mapping[str, Mappin
                       for p, m in sim.items())
         twins.append(f"<h3>Simulated twin of the {_e(rid)} run</h3><table data-table=\"twin-{_e(rid)}\"><tr>"
                      "<th>policy</th>" + "".join(f"<th>{k}</th>" for k in shown) + f"</tr>{trs}</table>")
+    fidelity = fidelity_table_html(runs)
     git = env["git"]
     blocks = (plan or {}).get("blocks") or []
     order = "; ".join(f"block {i}: {', '.join(b)}" for i, b in enumerate(blocks, start=1))
@@ -237,7 +257,8 @@ def write_live_report(out: Path, spec: ExperimentSpec, runs: Mapping[str, Mappin
         "<h2>Live runs</h2>", live_table,
         "<p>Records counted by unique keys at the job's output (docs/testbed.md).</p>",
         "<h3>End-to-end record latency, live and in the simulated twin</h3>", latency_table_html(runs),
-        "<h2>Simulated twins (scenario calibrated from each live run of the first block)</h2>", *twins,
+        "<h2>Simulated twins (built from what each live run of the first block measured)</h2>", *twins,
+        *(["<h2>Each run's policy on its twin against the run</h2>", fidelity] if fidelity else []),
         "<h2>Performance model: predicted against observed MST</h2>", model_table_html(decisions),
         "<h2>Figures</h2>",
         *(_figure(p, f"{p.stem}. Workload: {provenance}.") for p in figures),

@@ -4,7 +4,8 @@ fog-in-a-box testbed.
 Every run is a `gesscale demo` run (`gesscale.testbed.demo.run_demo`: the embedded broker, Spark standalone, fog
 nodes in cgroup CPU budgets, the latency map's RTTs emulated and measured, one synthetic taxi day replayed, the
 job's records accounted by unique keys) with the spec's policy; its control loop is followed period by period
-for the time series and the decision log, and its calibrated simulated twin runs `sim_policies`.
+for the time series and the decision log, and its simulated twin (built from what the run measured,
+`gesscale.twin`) runs `sim_policies` and the run's own policy, against the run (`gesscale.fidelity`).
 
 The runs go block by block (`repeats.block_plan`: every policy once per block, in an order shuffled from the
 recorded `order_seed`). Every run replays the same input: the day is sized once, by the first run's probe (or by
@@ -121,7 +122,8 @@ def _one_run(spec: ExperimentSpec, pid: str, block: int, rides: int | None, out:
     workload = opts.workload()
     record = {"run": rid, "policy": pid, "block": block, "live": live_metrics(rows, report),
               "twin": report.get("simulation"), "twin_latency": report.get("simulated_latency"),
-              "calibrated_scenario": report.get("calibrated_scenario"),
+              "calibrated_scenario": report.get("calibrated_scenario"),  # the twin (gesscale.twin)
+              "twin_built_from": report.get("twin"), "fidelity": report.get("fidelity"),
               "load": report.get("load"), "network": report.get("network"), "timeline": timeline,
               "input": {"workload": workload, "sha256_of_workload_spec":
                         hashlib.sha256(json.dumps(workload, sort_keys=True).encode()).hexdigest()},

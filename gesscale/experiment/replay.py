@@ -4,7 +4,8 @@ The bundle's `spec.resolved.json` is the spec as run; replay rebuilds it, checks
 the SHA-256 the bundle recorded (per seed) and runs the bundle's policies plus any others asked for into a new
 bundle. `compare_runs` then says, for every recorded run, whether each metric came out the same. A live
 bundle (environment `local`) cannot be run again the same way; `replay_live` runs the simulated twin of each of
-its runs instead (the scenario calibrated from that run) with any policies, beside the live figures.
+its runs instead (`gesscale.twin`: built from what the run measured, its demo report under `live/<run>/`) with
+any policies, beside the live figures, and the twin of the live policy against the run (`gesscale.fidelity`).
 
 A replay reads the bundle and nothing else: the copies of the inputs under `inputs/` (each checked against the
 SHA-256 its manifest recorded), never the original paths; a path that leads outside the bundle is followed only
@@ -214,16 +215,50 @@ def _inline_scenario(bundle: Path, rid: str, scenario: Any, allow_outside: bool)
     return scenario
 
 
+def _run_report(bundle: Path, rid: str) -> dict[str, Any] | None:
+    """The demo report of a live run (`live/<run>/report.json`), or None when the bundle has none."""
+    from gesscale.experiment.manifest import named
+
+    path = named(bundle, "live", rid) / "report.json"
+    if not path.is_file():
+        return None
+    report = _read(path)
+    ok = isinstance(report.get("periods"), list) and isinstance(report.get("reconfigurations"), list)
+    return report if ok else None
+
+
+def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
+                live: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """(the twin's scenario, what it was built from, the live figures `gesscale.fidelity` compares) of one live
+    run. With its demo report, the twin is built again from the measurements the report holds (periods, each
+    change's timing, the MST points; `gesscale.twin`), on the map, bounds and warm-up of the recorded scenario;
+    without one, the recorded scenario is run as it is, and the live figures are those of `live` (no excess)."""
+    from gesscale.fidelity import observed
+    from gesscale.twin import build_twin
+
+    if report is None:
+        return recorded, None, {"reconfigurations": live.get("reconfigurations"),
+                                "replica_minutes": live.get("replica_minutes"), "excess": None,
+                                "p95_latency_s": live.get("latency_p95_s")}
+    cluster = recorded.get("cluster") or {}
+    period = (report.get("options") or {}).get("control_period_s") or recorded.get("control_period_s") or 10.0
+    scenario, measured = build_twin(report["periods"], report["reconfigurations"], report.get("model"),
+                                    cluster.get("latency_map") or {}, int(cluster.get("max_replicas") or 1),
+                                    recorded.get("warmup_s"), float(period))
+    return scenario, measured, observed(report["periods"], len(report["reconfigurations"]), report.get("latency"))
+
+
 def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: int = 3, force: bool = False,
                 allow_outside: bool = False, argv: Sequence[str] = ()) -> dict[str, Any]:
-    """The simulated twin of every live run of a `local` bundle: the scenario calibrated from that run (its
-    measured MSTs fitted into the ground truth, its measured pauses, the day it replayed; `run_demo` wrote it)
-    run with the live policy, the bundle's `sim_policies` and `extra_policies`, `seeds` seeds each. Writes
-    `out/metrics.json`, `out/twins.md` and `out/manifest.json` (a new or empty folder, or `force`); returns the
+    """The simulated twin of every live run of a `local` bundle (`twin_of_run`: built from what the run measured)
+    run with the live policy, the bundle's `sim_policies` and `extra_policies`, `seeds` seeds each, and the live
+    policy's medians on its twin against the run (`gesscale.fidelity`). Writes `out/metrics.json`,
+    `out/twins.md`, `out/fidelity.md` and `out/manifest.json` (a new or empty folder, or `force`); returns the
     metrics document."""
     from gesscale.experiment.manifest import prepare_out, write_manifest
+    from gesscale.fidelity import fidelity_markdown, fidelity_rows, predicted
     from gesscale.policies.base import policy_ids
-    from gesscale.report import summary, write_json
+    from gesscale.report import simulated_latency, summary, write_json
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
 
@@ -249,12 +284,22 @@ def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: i
         if unknown:  # a bundle names policies by id; a plug-in's code is never loaded from a live bundle
             raise UserError(f"{bundle}: run {rid}: {unknown[0]!r} is not a built-in policy (a live bundle's twins run "
                             "built-in policies and those given with --policies)")
-        work.append((rid, run, wanted, _inline_scenario(bundle, rid, scenario, allow_outside)))
+        recorded = _inline_scenario(bundle, rid, scenario, allow_outside)
+        twin, measured, seen = twin_of_run(recorded, _run_report(bundle, rid), run.get("live") or {})
+        work.append((rid, run, wanted, _inline_scenario(bundle, rid, twin, allow_outside), measured, seen))
     prepare_out(out, force)
-    for rid, run, wanted, scenario in work:
+    fidelity_md = []
+    for rid, run, wanted, scenario, measured, seen in work:
         results = simulate_many(scenario_from_dict(scenario, f"{rid}-twin"), wanted, seeds)
         medians = summary(results)
-        doc["twins"][rid] = {"live": run["live"], "simulated": {p: medians[p] for p in wanted if p in medians}}
+        latency = simulated_latency(results)["by_policy"]
+        pid = wanted[0]
+        rows = fidelity_rows(seen, predicted(medians.get(pid, {}), latency.get(pid)))
+        doc["twins"][rid] = {"live": run["live"], "simulated": {p: medians[p] for p in wanted if p in medians},
+                             "twin": measured, "observed": seen, "fidelity": rows}
+        fidelity_md += [f"\n{rid} ({pid}) on its twin against the live run"
+                        f"{'' if measured else ' (the recorded calibrated scenario: no report.json)'}\n",
+                        fidelity_markdown(rows)]
         live = run["live"]
         lines.append(f"| {rid} | **live** | {live.get('reconfigurations')} | {_fmt(live.get('avg_replicas'))} | "
                      f"{_fmt(live.get('max_backlog'))} | – | – |")
@@ -263,9 +308,13 @@ def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: i
             lines.append(f"| {rid} | simulated {p} | " + " | ".join(_fmt(m.get(k)) for k in TWIN_KEYS) + " |")
     doc["command"] = list(argv)
     paths = [write_json(out / "metrics.json", doc)]
-    (out / "twins.md").write_text("Each live run next to its simulated twin (the scenario calibrated from that run; "
+    (out / "twins.md").write_text("Each live run next to its simulated twin (built from what the run measured; "
                                   f"medians over {seeds} seeds)\n\n" + "\n".join(lines) + "\n")
     paths.append(out / "twins.md")
+    (out / "fidelity.md").write_text(f"Each live run's policy on its twin against the live run (medians over {seeds} "
+                                     "seeds; docs/experiments.md, \"The simulated twin of a live run\")\n"
+                                     + "".join(fidelity_md))
+    paths.append(out / "fidelity.md")
     write_manifest(out, paths, {}, "live-replay")
     return doc
 

@@ -408,23 +408,35 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
             steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
             timings: dict[str, float], t_start: float, latency: dict[str, Any] | None = None,
             period_latency: list[dict[str, Any]] | None = None, seed: int = 1) -> dict[str, Any]:
-    """Plot, calibrate, simulate, and assemble the report (each scale-up with the median ND_max a random choice
-    would have had: `gesscale.testbed.report.reconfiguration_rows`)."""
-    from gesscale.policies.base import parse_policy_list
+    """Plot, build the run's simulated twin, simulate, and assemble the report (each scale-up with the median
+    ND_max a random choice would have had: `gesscale.testbed.report.reconfiguration_rows`; the twin against the
+    run: `gesscale.fidelity`)."""
+    from gesscale.fidelity import fidelity_rows, observed, predicted
+    from gesscale.policies.base import parse_policy_list, policy_ids
     from gesscale.report import simulated_latency, summary
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
-    from gesscale.testbed.report import calibrated_scenario, plot_timeline, reconfiguration_rows
+    from gesscale.testbed.report import plot_timeline, reconfiguration_rows
+    from gesscale.twin import TWIN_NAME, build_twin
 
     title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
     period_latency = period_latency or []
     png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap, period_latency, latency)
-    pauses = [r["pause_s"] for r in reconfigs]
-    scen = calibrated_scenario(model, steps, pauses, lmap, opts.workload(), opts.control_period_s, opts.warmup_s,
-                               opts.nodes)
+    periods = [s.observation.to_dict() for s in steps]
+    scen, measured = build_twin(periods, reconfigs, model, lmap.to_dict(), opts.nodes, opts.warmup_s,
+                                opts.control_period_s)
+    policies = parse_policy_list(opts.sim_policies)
+    if opts.policy in policy_ids():  # the live policy on its twin: the prediction of this run
+        policies = list(dict.fromkeys([opts.policy, *policies]))
     t_sim = time.monotonic()
-    results = simulate_many(scenario_from_dict(scen, "demo-calibrated"), parse_policy_list(opts.sim_policies), 1)
+    results = simulate_many(scenario_from_dict(scen, TWIN_NAME), policies, 1)
     timings["simulate_s"] = time.monotonic() - t_sim
+    sim_latency = simulated_latency(results)["by_policy"]
+    medians = summary(results)
+    fidelity = None
+    if opts.policy in medians:
+        fidelity = fidelity_rows(observed(periods, len(reconfigs), latency),
+                                 predicted(medians[opts.policy], sim_latency.get(opts.policy)))
     timings["total_s"] = time.monotonic() - t_start
     return {
         **acc.to_dict(),
@@ -436,9 +448,11 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
         "periods": [s.observation.to_dict() | {"decision": s.decision.reason}
                     | ({"latency": period_latency[i]} if i < len(period_latency) else {}) for i, s in enumerate(steps)],
         "timeline_png": str(png),
-        "calibrated_scenario": scen,
-        "simulation": summary(results),
-        "simulated_latency": simulated_latency(results)["by_policy"],  # the twin's, same keys as `latency`
+        "calibrated_scenario": scen,  # the run's simulated twin (gesscale.twin), under its historical name
+        "twin": measured,  # what the twin was built from
+        "simulation": medians,
+        "simulated_latency": sim_latency,  # the twin's, same keys as `latency`
+        "fidelity": fidelity,  # the live policy on its twin against the run (gesscale.fidelity)
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items() if k != "listeners"},
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
     }

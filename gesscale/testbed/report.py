@@ -1,15 +1,11 @@
-"""The live run's report: model vs measured points, timeline PNG, and the scenario calibrated from the run.
+"""The live run's report: model vs measured points, the reconfigurations, the timeline PNG.
 
-The calibrated scenario carries the fitted model as ground truth (its form, α, β and γ or δ, and each form's
-leave-one-out error, for the record), the relative spread of the
-measurements around it as noise, the mean measured pause as the reconfiguration pause, the same latency map,
-control period, warm-up and taxi workload as the live run — so the simulator replays this run's conditions
-and compares the policies on them in seconds.
+The run's simulated twin (the scenario the simulator replays this run's conditions with, built from what the run
+measured and never from its decisions) is `gesscale.twin.build_twin`; its fidelity, `gesscale.fidelity`.
 """
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -50,43 +46,6 @@ def reconfiguration_rows(reconfigs: list[dict[str, Any]], lmap: LatencyMap, seed
             if r["kind"] == "up" else {})}
         for r in reconfigs
     ]
-
-
-def relative_noise(model: dict[str, Any] | None, floor: float = 0.01, ceiling: float = 0.9) -> float:
-    """Relative standard deviation of the measurements around the model, within [`floor`, `ceiling`] (a
-    scenario's noise must be below 1: a wildly scattered run is still simulated, at the ceiling)."""
-    if not model or not model["fitted"]:
-        return 0.05
-    rel = [(p["mst"] - p["predicted"]) / p["predicted"] for p in model["measurements"] if p["predicted"]]
-    return min(ceiling, max(floor, statistics.pstdev(rel))) if len(rel) >= 2 else 0.05
-
-
-def calibrated_scenario(model: dict[str, Any] | None, steps: list[StepRecord], pauses: list[float],
-                        lmap: LatencyMap, workload: dict[str, Any], period_s: float, warmup_s: float,
-                        max_replicas: int) -> dict[str, Any]:
-    """A scenario dict (for `scenario_from_dict`) with this run's measured operator, pauses and input."""
-    form, delta, loo = "paper", 0.0, None
-    if model and model["fitted"]:
-        alpha, beta, gamma = model["alpha"], model["beta"], model["gamma"]
-        form, delta, loo = model.get("form", "paper"), model.get("delta") or 0.0, model.get("loo") or None
-    else:  # no back-pressured period: the best throughput per replica seen is a lower bound of the MST
-        best = max((s.observation.throughput / max(1, s.observation.n) for s in steps), default=100.0)
-        alpha, beta, gamma = max(best, 1.0), 1.0, 0.0
-    return {
-        "name": "demo-calibrated",
-        "control_period_s": period_s,
-        "warmup_s": warmup_s,
-        "cluster": {"latency_map": lmap.to_dict(), "min_replicas": 1, "max_replicas": max_replicas},
-        "operator": {"form": form, "alpha": float(alpha), "beta": float(min(1.5, max(beta, 1e-3))),
-                     "gamma": float(gamma), "delta": float(delta),
-                     **({"loo": {f: {k: v[k] for k in ("median_abs", "max_abs", "rms")} for f, v in loo.items()}}
-                        if loo else {}),
-                     "noise": relative_noise(model),
-                     "reconfig_pause_s": float(statistics.mean(pauses)) if pauses else 0.0,
-                     "initial_replicas": 1},
-        "workload": dict(workload),
-        "seed": 1,
-    }
 
 
 def model_curve(model: dict[str, Any], lmap: LatencyMap | None, n_max: int) -> tuple[list[int], list[float], str]:

@@ -55,13 +55,18 @@ class StandIn:
 
 
 def _twin(opts: Any) -> dict[str, Any]:
-    """A calibrated scenario as run_demo writes one (the simulated twin of the run)."""
-    from gesscale.latency_map import load_latency_map
-    from gesscale.testbed.report import calibrated_scenario
+    """The simulated twin of a run as run_demo writes one (here of the recorded demo in tests/data)."""
+    import json
 
+    from gesscale.latency_map import load_latency_map
+    from gesscale.twin import build_twin
+
+    data = ROOT / "tests" / "data"
+    periods = [json.loads(line) for line in (data / "live_demo_periods.jsonl").read_text().splitlines()]
+    changes = [json.loads(line) for line in (data / "live_demo_reconfigurations.jsonl").read_text().splitlines()]
     model = {"fitted": True, "alpha": 300.0, "beta": 0.8, "gamma": 1.0, "measurements": []}
     lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
-    return calibrated_scenario(model, [], [12.0], lmap, opts.workload(), 10.0, 10.0, 3)
+    return build_twin(periods, changes, model, lmap.to_dict(), 3, 10.0, 10.0)[0]
 
 
 def _spec(**extra: Any) -> Any:

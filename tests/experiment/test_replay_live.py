@@ -10,19 +10,22 @@ import pytest
 from gesscale.errors import UserError
 from gesscale.experiment.replay import is_live_bundle, replay_live
 from gesscale.latency_map import load_latency_map
-from gesscale.testbed.demo import DemoOptions
-from gesscale.testbed.report import calibrated_scenario
+from gesscale.twin import build_twin
 
 ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+PERIODS = [json.loads(line) for line in (DATA / "live_demo_periods.jsonl").read_text().splitlines()]
+RECONFIGURATIONS = [json.loads(line) for line in (DATA / "live_demo_reconfigurations.jsonl").read_text().splitlines()]
+MODEL = {"fitted": True, "alpha": 300.0, "beta": 0.8, "gamma": 1.0,
+         "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 310.0, "predicted": 300.0},
+                          {"n": 2, "nd_max_ms": 8.7, "mst": 500.0, "predicted": 513.0}]}
 
 
-def _live_bundle(tmp_path: Path, with_scenario: bool = True) -> Path:
-    model = {"fitted": True, "alpha": 300.0, "beta": 0.8, "gamma": 1.0,
-             "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 310.0, "predicted": 300.0},
-                              {"n": 2, "nd_max_ms": 8.7, "mst": 500.0, "predicted": 513.0}]}
+def _live_bundle(tmp_path: Path, with_scenario: bool = True, with_report: bool = False) -> Path:
+    """A live bundle of one run, the recorded demo of tests/data (its twin as run_demo records it; with
+    `with_report`, also the demo's report.json that replay builds the twin from again)."""
     lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
-    scenario = calibrated_scenario(model, [], [12.0], lmap, DemoOptions(day_s=150, rides_per_day=20_000).workload(),
-                                   10.0, 10.0, 3)
+    scenario, _ = build_twin(PERIODS, RECONFIGURATIONS, MODEL, lmap.to_dict(), 3, 10.0, 5.0)
     live = {"produced": 60_000, "processed": 60_000, "lost": 0, "duplicated": 0, "reconfigurations": 3,
             "avg_replicas": 1.7, "max_backlog": 9000}
     bundle = tmp_path / "bundle"
@@ -31,6 +34,13 @@ def _live_bundle(tmp_path: Path, with_scenario: bool = True) -> Path:
     run = {"live": live, **({"calibrated_scenario": scenario} if with_scenario else {})}
     (bundle / "metrics.json").write_text(json.dumps({"environment": "local", "runs": {"gesscale": run}}))
     (bundle / "manifest.json").write_text(json.dumps({"format": 2, "kind": "live", "files": {}, "inputs": {}}))
+    if with_report:
+        replicas = [p | {"replicas": ["fog1", "fog2"][: 2 if 109.5 < p["time_s"] < 191.5 else 1],
+                         "decision": "recorded"} for p in PERIODS]
+        (bundle / "live" / "gesscale").mkdir(parents=True)
+        (bundle / "live" / "gesscale" / "report.json").write_text(json.dumps(
+            {"periods": replicas, "reconfigurations": RECONFIGURATIONS, "model": MODEL, "latency": {"p95_s": 9.5},
+             "options": {"control_period_s": 5.0}}))
     return bundle
 
 
@@ -46,7 +56,19 @@ def test_a_live_bundle_replays_as_the_simulated_twin_of_each_run(tmp_path: Path)
     assert "| gesscale | **live** | 3 |" in table and "| gesscale | simulated thr-nlaware |" in table
     assert json.loads((tmp_path / "replay" / "metrics.json").read_text())["twins"]["gesscale"]["live"] == twin["live"]
     manifest = json.loads((tmp_path / "replay" / "manifest.json").read_text())  # the replay's own file list
-    assert manifest["kind"] == "live-replay" and set(manifest["files"]) == {"metrics.json", "twins.md"}
+    assert manifest["kind"] == "live-replay" and set(manifest["files"]) == {"metrics.json", "twins.md", "fidelity.md"}
+    assert twin["twin"] is None and "no report.json" in (tmp_path / "replay" / "fidelity.md").read_text()
+
+
+def test_with_its_report_a_live_run_is_replayed_on_the_twin_of_its_measurements(tmp_path: Path) -> None:
+    doc = replay_live(_live_bundle(tmp_path, with_report=True), [], tmp_path / "replay", seeds=1)
+    twin = doc["twins"]["gesscale"]
+    assert twin["twin"]["by_kind"]["up"]["effective_s"] == 40.9  # effective_s - started_s of the recorded up-scale
+    assert twin["observed"]["reconfigurations"] == 2 and twin["observed"]["p95_latency_s"] == 9.5
+    rows = {r["key"]: r for r in twin["fidelity"]}
+    assert rows["reconfigurations"]["twin"] == twin["simulated"]["gesscale"]["reconfigurations"]
+    assert rows["replica_minutes"]["live"] == pytest.approx(twin["observed"]["replica_minutes"])
+    assert "| reconfigurations | 2 |" in (tmp_path / "replay" / "fidelity.md").read_text()
 
 
 def test_a_live_run_without_its_calibrated_scenario_is_one_clear_error(tmp_path: Path) -> None:

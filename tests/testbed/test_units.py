@@ -1,5 +1,5 @@
 """Pure parts of the testbed: durations, pause measurement, batch log reading, the demo's workload and the
-scenario calibrated from a run."""
+ground truth of a run's simulated twin (its MST points; the rest of the twin: tests/test_twin.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gesscale.testbed.controller import parse_duration, read_reconfigurations
 from gesscale.testbed.demo import DemoOptions
 from gesscale.testbed.fleet import node_host
 from gesscale.testbed.job import read_batches
-from gesscale.testbed.report import calibrated_scenario, relative_noise
+from gesscale.twin import build_twin, relative_noise
 from gesscale.workloads import rate_profile
 from producer.pattern import parse_pattern
 
@@ -127,19 +127,23 @@ def test_demo_options_reject(field: str, value: float) -> None:
         DemoOptions(**{field: value}).validate()
 
 
-def test_calibrated_scenario_is_valid_and_carries_the_run() -> None:
+TIMED = [{"kind": "up", "started_s": 10.0, "effective_s": 20.0, "pause_s": 4.0},
+         {"kind": "up", "started_s": 50.0, "effective_s": 60.0, "pause_s": 6.0}]
+
+
+def test_the_twins_operator_is_the_runs_mst_points() -> None:
     lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
     model = {"fitted": True, "alpha": 150.0, "beta": 0.8, "gamma": 0.5,
              "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 140.0, "predicted": 150.0},
                               {"n": 2, "nd_max_ms": 9.0, "mst": 270.0, "predicted": 256.7}]}
-    workload = DemoOptions(day_s=120, rides_per_day=30_000).workload()
-    doc = calibrated_scenario(model, [], [4.0, 6.0], lmap, workload, 10.0, 20.0, 3)
+    doc, _ = build_twin([], TIMED, model, lmap.to_dict(), 3, 20.0, 10.0)
     sc = scenario_from_dict(doc, "test")
     assert sc.truth.alpha == 150.0 and sc.truth.beta == 0.8 and sc.truth.gamma == 0.5
     assert sc.truth.reconfig_pause_s == pytest.approx(5.0)
+    assert sc.truth.timing("up").effective_s == 10.0 and sc.truth.timing("up").pause_s == 5.0
     assert sc.truth.noise == pytest.approx(relative_noise(model))
     assert sc.max_replicas == 3 and sc.latency_map.names == ["fog1", "fog2", "fog3"]
-    assert sc.workload == workload
+    assert sc.warmup_s == 20.0 and sc.control_period_s == 10.0  # no observation: the period configured
 
 
 def test_a_scattered_runs_noise_stays_below_one_so_its_scenario_loads() -> None:
@@ -148,20 +152,18 @@ def test_a_scattered_runs_noise_stays_below_one_so_its_scenario_loads() -> None:
                               {"n": 2, "nd_max_ms": 0.0, "mst": 900.0, "predicted": 200.0}]}
     assert relative_noise(model) == 0.9
     lmap = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2"])
-    doc = calibrated_scenario(model, [], [4.0], lmap, DemoOptions(day_s=120, rides_per_day=30_000).workload(),
-                              10.0, 20.0, 2)
+    doc, _ = build_twin([], TIMED[:1], model, lmap.to_dict(), 2, 20.0, 10.0)
     assert scenario_from_dict(doc, "scattered").truth.noise == 0.9
 
 
-def test_calibrated_scenario_keeps_the_models_form_and_its_leave_one_out_errors() -> None:
+def test_the_twin_keeps_the_models_form_and_its_leave_one_out_errors() -> None:
     lmap = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
     loo = {f: {"median_abs": 0.05, "max_abs": 0.1, "rms": r, "errors": [], "points": []}
            for f, r in (("paper", 0.2), ("per-replica", 0.04), ("proportional", 0.06))}
     model = {"fitted": True, "alpha": 400.0, "beta": 0.7, "gamma": 2.0, "delta": 0.0, "form": "per-replica",
              "loo": loo, "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 400.0, "predicted": 400.0},
                                           {"n": 2, "nd_max_ms": 37.0, "mst": 500.0, "predicted": 501.7}]}
-    doc = calibrated_scenario(model, [], [4.0], lmap, DemoOptions(day_s=120, rides_per_day=30_000).workload(),
-                              10.0, 20.0, 6)
+    doc, _ = build_twin([], TIMED[:1], model, lmap.to_dict(), 6, 20.0, 10.0)
     truth = scenario_from_dict(doc, "calibrated").truth
     assert truth.form == "per-replica" and truth.gamma == 2.0
     assert truth.mst(2, 37.0) == pytest.approx(400 * 2**0.7 - 2.0 * 2 * 37.0)

@@ -1,0 +1,39 @@
+"""The console table of a simulated twin against its live run (`gesscale.fidelity`), for `demo` and
+`experiment replay`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gesscale.cli.tables import print_table
+from gesscale.fidelity import table_cells
+
+
+def print_fidelity(console: Console, rows: Sequence[Mapping[str, Any]], title: str) -> None:
+    """Print the fidelity rows as one table (figure, live, twin, error, error %, goal, within), fitted to the
+    console."""
+    header, cells = table_cells(rows)
+    table = Table(title=title)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in cells:
+        table.add_row(*row)
+    print_table(console, table)
+
+
+def twin_summary(measured: Mapping[str, Any] | None) -> str:
+    """One line: what the twin was built from (period achieved, per direction the measured timing, the input)."""
+    if not measured:
+        return "simulated twin: built from the recorded calibrated scenario"
+    kinds = "; ".join(f"{k}: effective after {t['effective_s']:g} s, pause {t['pause_s']:g} s, next observation "
+                      f"after {t.get('observation_gap_s', float('nan')):g} s"
+                      for k, t in (measured.get("by_kind") or {}).items())
+    inp = measured.get("input") or {}
+    return (f"simulated twin built from the run's measurements: period achieved {measured['control_period_s']:g} s"
+            f" over {measured['periods']} observations; {kinds or 'no reconfiguration'}; input "
+            f"{inp.get('records', 0):,} records over {inp.get('seconds', 0)} s; {measured.get('mst_points', 0)} "
+            "MST points")

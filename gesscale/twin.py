@@ -1,0 +1,192 @@
+"""The simulated twin of a live run, built from what the run measured about the platform (docs/experiments.md,
+"The simulated twin of a live run").
+
+A live run's decisions are what the twin is to predict, so the twin never reads them: not the decision log, not
+a period's decision, not a change's reason, nodes or decision time. It reads what the run measured:
+
+- the periods the loop observed (`time_s`, `period_s`, the input topic's end offset `extra.input_total`, the
+  `input_rate`, the `replicas` found): the control period actually achieved (the median time between two
+  observations with no change under way between them), and the input really produced, per second;
+- from each reconfiguration only its measured timing: `started_s`, `effective_s` (the first micro-batch of the
+  new configuration completed), `pause_s` (the longest stall around it); with the periods, the observation gap
+  (the observation before the change to the first one after it); its direction is the change of the replicas
+  observed before and after it (the backend's own `kind`, which it set from the executors it found, only when
+  the periods carry no replicas);
+- the MST points the run measured, fitted (`model`, as `gesscale.testbed.report.model_points` writes it).
+
+Per direction (up, down), the medians of the effective delays, pauses and gaps become the scenario's
+`operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays (`gesscale.sim_backend`).
+The configuration of the run (latency map, bounds, warm-up) is given by the caller. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+TWIN_NAME = "live-twin"
+# What the twin reads of a reconfiguration record: its measured timing (and `kind` when the periods carry no
+# replicas). Everything else in it (time_s, reason, nodes, added, removed, nd_max_ms, strategy) is the decision.
+MEASURED_KEYS = ("started_s", "effective_s", "pause_s")
+
+
+@dataclass(frozen=True)
+class MeasuredChange:
+    """One reconfiguration as the platform carried it out: when it started, when the new configuration served,
+    how long nothing was processed, and how long the loop went without an observation."""
+
+    kind: str
+    started_s: float
+    delay_s: float  # effective_s - started_s: until a micro-batch of the new configuration completed
+    pause_s: float
+    gap_s: float | None  # from the observation before the change to the first one after it (None: none after)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, rounded to ms."""
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def _n(period: Mapping[str, Any]) -> int | None:
+    replicas = period.get("replicas")
+    return len(replicas) if isinstance(replicas, list | tuple) else None
+
+
+def measured_changes(periods: Sequence[Mapping[str, Any]],
+                     reconfigurations: Sequence[Mapping[str, Any]]) -> list[MeasuredChange]:
+    """Each reconfiguration's measured timing (module docstring); a record without `started_s` and
+    `effective_s` (not carried out by a live backend) is left out."""
+    times = [float(p["time_s"]) for p in periods]
+    out = []
+    for r in reconfigurations:
+        if r.get("started_s") is None or r.get("effective_s") is None:
+            continue
+        start, effective = float(r["started_s"]), float(r["effective_s"])
+        before = [i for i, t in enumerate(times) if t <= start]
+        after = [i for i, t in enumerate(times) if t > start]
+        gap = times[after[0]] - times[before[-1]] if before and after else None
+        n0 = _n(periods[before[-1]]) if before else None
+        n1 = _n(periods[after[0]]) if after else None
+        kind = ("up" if n1 > n0 else "down") if n0 is not None and n1 is not None and n0 != n1 else str(r["kind"])
+        out.append(MeasuredChange(kind=kind, started_s=start, delay_s=max(0.0, effective - start),
+                                  pause_s=float(r.get("pause_s") or 0.0), gap_s=gap))
+    return out
+
+
+def achieved_period(periods: Sequence[Mapping[str, Any]], changes: Sequence[MeasuredChange]) -> float | None:
+    """The median time between two consecutive observations with no reconfiguration started between them (None
+    with fewer than two observations)."""
+    times = [float(p["time_s"]) for p in periods]
+    spans = [b - a for a, b in zip(times, times[1:], strict=False)
+             if not any(a < c.started_s <= b for c in changes)]
+    return float(statistics.median(spans)) if spans else None
+
+
+def timing_by_kind(changes: Sequence[MeasuredChange]) -> dict[str, dict[str, float]]:
+    """Per direction, the medians of the measured effective delay, pause and observation gap (the gap at least
+    the delay: the live loop observes nothing until the change is effective)."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in ("up", "down"):
+        mine = [c for c in changes if c.kind == kind]
+        if not mine:
+            continue
+        delay = statistics.median(c.delay_s for c in mine)
+        pause = min(delay, statistics.median(c.pause_s for c in mine))
+        timing = {"effective_s": round(float(delay), 3), "pause_s": round(float(pause), 3)}
+        gaps = [c.gap_s for c in mine if c.gap_s is not None]
+        if gaps:
+            timing["observation_gap_s"] = round(float(max(delay, statistics.median(gaps))), 3)
+        out[kind] = timing
+    return out
+
+
+def input_per_second(periods: Sequence[Mapping[str, Any]]) -> tuple[float, list[float]]:
+    """(t0, records/s for each second from t0) of the input really produced: the input topic's end offset at
+    each observation (`extra.input_total`), spread evenly over the time between two observations; where a
+    period carries no offset, its `input_rate` over its `period_s`. t0 is the start of the first period; the
+    series ends with the last second that had input."""
+    if not periods:
+        return 0.0, []
+    first = periods[0]
+    t0 = float(first["time_s"]) - float(first.get("period_s") or 0.0)
+    xs, cum = [t0], [0.0]
+    prev_total = None
+    for p in periods:
+        t = float(p["time_s"])
+        total = (p.get("extra") or {}).get("input_total")
+        if prev_total is not None and total is not None:
+            arrived = max(0.0, float(total) - float(prev_total))
+        else:
+            arrived = max(0.0, float(p.get("input_rate") or 0.0)) * float(p.get("period_s") or 0.0)
+        prev_total = total
+        if t <= xs[-1]:
+            cum[-1] += arrived
+            continue
+        xs.append(t)
+        cum.append(cum[-1] + arrived)
+    ends = np.asarray(cum)
+    last = int(np.argmax(ends >= ends[-1] - 1e-9))  # the first observation by which everything had arrived
+    seconds = max(1, int(math.ceil(xs[last] - t0)))
+    grid = np.interp(t0 + np.arange(seconds + 1), xs, ends)
+    return t0, [round(float(v), 3) for v in np.diff(grid)]
+
+
+def relative_noise(model: Mapping[str, Any] | None, floor: float = 0.01, ceiling: float = 0.9) -> float:
+    """Relative standard deviation of the measured MSTs around the model, within [`floor`, `ceiling`] (a
+    scenario's noise must be below 1: a wildly scattered run is still simulated, at the ceiling)."""
+    if not model or not model.get("fitted"):
+        return 0.05
+    rel = [(p["mst"] - p["predicted"]) / p["predicted"] for p in model["measurements"] if p.get("predicted")]
+    return min(ceiling, max(floor, statistics.pstdev(rel))) if len(rel) >= 2 else 0.05
+
+
+def operator_of(model: Mapping[str, Any] | None, periods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The operator's ground truth from the MST points the run measured (their fit), or, with none (never the
+    root of back pressure), the best throughput per replica observed as a lower bound of one replica's MST."""
+    if model and model.get("fitted"):
+        loo = model.get("loo") or None
+        return {"form": model.get("form") or "paper", "alpha": float(model["alpha"]),
+                "beta": float(min(1.5, max(float(model["beta"]), 1e-3))), "gamma": float(model.get("gamma") or 0.0),
+                "delta": float(model.get("delta") or 0.0),
+                **({"loo": {f: {k: v[k] for k in ("median_abs", "max_abs", "rms")} for f, v in loo.items()}}
+                   if loo else {})}
+    best = max((float(p.get("throughput") or 0.0) / max(1, _n(p) or 1) for p in periods), default=100.0)
+    return {"form": "paper", "alpha": max(best, 1.0), "beta": 1.0, "gamma": 0.0, "delta": 0.0}
+
+
+def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[Mapping[str, Any]],
+               model: Mapping[str, Any] | None, latency_map: Mapping[str, Any] | str, max_replicas: int,
+               warmup_s: float | None, fallback_period_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The twin's scenario (a dict for `scenario_from_dict`) and what it was built from (`measured`): the
+    achieved period (`fallback_period_s`, the configured one, with fewer than two observations), each change's
+    measured timing and their medians per direction, the input per second, the MST fit. `latency_map` is the
+    run's map as a dict (`LatencyMap.to_dict`, or the file a recorded scenario named)."""
+    changes = measured_changes(periods, reconfigurations)
+    period = achieved_period(periods, changes) or fallback_period_s
+    timing = timing_by_kind(changes)
+    t0, rates = input_per_second(periods)
+    pauses = [c.pause_s for c in changes]
+    first_n = _n(periods[0]) if periods else None
+    operator = {**operator_of(model, periods), "noise": relative_noise(model),
+                "reconfig_pause_s": float(statistics.mean(pauses)) if pauses else 0.0,
+                "initial_replicas": max(1, min(first_n or 1, max_replicas)),
+                **({"reconfig": timing} if timing else {})}
+    scenario = {
+        "name": TWIN_NAME,
+        "control_period_s": max(1.0, round(period, 3)),
+        **({"warmup_s": warmup_s} if warmup_s is not None else {}),
+        "cluster": {"latency_map": latency_map if isinstance(latency_map, str) else dict(latency_map),
+                    "min_replicas": 1, "max_replicas": max_replicas},
+        "operator": operator,
+        "workload": {"kind": "steps", "levels": rates or [0.0], "step_s": 1},
+        "seed": 1,
+    }
+    measured = {"control_period_s": round(period, 3), "periods": len(periods),
+                "changes": [c.to_dict() for c in changes], "by_kind": timing,
+                "input": {"t0_s": round(t0, 3), "seconds": len(rates), "records": round(sum(rates))},
+                "mst_points": len((model or {}).get("measurements") or [])}
+    return scenario, measured

@@ -1,0 +1,60 @@
+"""A twin against its live run (gesscale/fidelity.py): the live figures from the recorded demo's periods
+(tests/data), the errors and goals, and the console table within 80 columns."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gesscale.cli.fidelity_table import print_fidelity
+from gesscale.fidelity import fidelity_markdown, fidelity_rows, observed, predicted
+
+DATA = Path(__file__).parent / "data"
+PERIODS = [json.loads(line) for line in (DATA / "live_demo_periods.jsonl").read_text().splitlines()]
+# the replicas the run had: one, two from the up-scale at 109.3 s, one from the down-scale at 191.3 s
+WITH_REPLICAS = [p | {"replicas": ["fog1", "fog2"][: 2 if 109.5 < p["time_s"] < 191.5 else 1]} for p in PERIODS]
+
+
+def test_the_live_figures_of_the_recorded_run() -> None:
+    live = observed(WITH_REPLICAS, 2, {"p95_s": 12.5})
+    t0 = PERIODS[0]["time_s"] - PERIODS[0]["period_s"]
+    # the topic's end offset stops growing at 212.7 s (122 s after t0); the backlog is 0 first at 216.4 s
+    assert live["excess"] == pytest.approx((PERIODS[-1]["time_s"] - (t0 + 122)) / 122)
+    by_hand = 0.0
+    prev = t0
+    for p in WITH_REPLICAS:
+        by_hand += len(p["replicas"]) * (p["time_s"] - prev)
+        prev = p["time_s"]
+    assert live["replica_minutes"] == pytest.approx(by_hand / 60.0)
+    assert 2.5 < live["replica_minutes"] < 4  # 126 s, 82 of them at two replicas
+    assert live["reconfigurations"] == 2 and live["p95_latency_s"] == 12.5
+    assert observed(PERIODS, 2, None)["replica_minutes"] is None  # no replicas recorded: cannot tell
+
+
+def test_errors_and_goals() -> None:
+    live = {"reconfigurations": 3, "replica_minutes": 100.0, "excess": 0.1, "p95_latency_s": 8.0}
+    twin = predicted({"reconfigurations": 9, "cost": 114.0, "excess_time": 0.05}, {"p95_s": None})
+    rows = {r["key"]: r for r in fidelity_rows(live, twin)}
+    assert rows["reconfigurations"]["error"] == 6 and rows["reconfigurations"]["within"] is False
+    assert rows["replica_minutes"]["error_pct"] == pytest.approx(14.0) and rows["replica_minutes"]["within"] is True
+    assert rows["excess"]["within"] is None and rows["p95_latency_s"]["error"] is None
+    many = {r["key"]: r for r in fidelity_rows({**live, "reconfigurations": 10}, {**twin, "reconfigurations": 13})}
+    assert many["reconfigurations"]["goal"] == "±30%" and many["reconfigurations"]["within"] is True
+    assert fidelity_rows({**live, "reconfigurations": 4}, {**twin, "reconfigurations": 5})[0]["within"] is True
+
+
+def test_the_table_fits_80_columns() -> None:
+    live = {"reconfigurations": 3, "replica_minutes": 1234.5, "excess": 0.123, "p95_latency_s": 12.25}
+    twin = {"reconfigurations": 9, "replica_minutes": 1420.25, "excess": 0.5, "p95_latency_s": 180.5}
+    rows = fidelity_rows(live, twin)
+    out = io.StringIO()
+    print_fidelity(Console(file=out, width=80), rows, "gesscale-1: twin against the live run")
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert sum("figure" in line for line in lines) == 1  # one table, not stacked into parts
+    assert any("replica-minutes" in line and "1,234" in line and "+15 %" in line for line in lines)
+    assert "| reconfigurations | 3 | 9 | +6 | +200 % | ±1 | no |" in fidelity_markdown(rows)

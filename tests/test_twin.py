@@ -1,0 +1,105 @@
+"""The simulated twin of a live run (gesscale/twin.py), built from the shortened live demo recorded in tests/data
+(the periods the loop observed and the two reconfigurations the local backend measured; see tests/test_observe.py):
+it carries the run's measured effective delays, observation gaps, achieved period and input, the simulator plays
+them back, and no decision of the run changes it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from gesscale.latency_map import load_latency_map
+from gesscale.observation import Placement
+from gesscale.scenario import scenario_from_dict
+from gesscale.sim_backend import SimBackend
+from gesscale.twin import build_twin, input_per_second, measured_changes
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+PERIODS = [json.loads(line) for line in (DATA / "live_demo_periods.jsonl").read_text().splitlines()]
+RECONFIGURATIONS = [json.loads(line) for line in (DATA / "live_demo_reconfigurations.jsonl").read_text().splitlines()]
+LMAP = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
+MODEL = {"fitted": True, "form": "paper", "alpha": 406.0, "beta": 0.8, "gamma": 1.0, "delta": 0.0,
+         "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 406.0, "predicted": 406.0},
+                          {"n": 2, "nd_max_ms": 8.7, "mst": 690.0, "predicted": 698.0}]}
+
+
+def _twin(periods: list[dict] = PERIODS, reconfigurations: list[dict] = RECONFIGURATIONS) -> tuple[dict, dict]:
+    return build_twin(periods, reconfigurations, MODEL, LMAP.to_dict(), 3, 10.0, 5.0)
+
+
+def _observed_gap(start: float) -> float:
+    """In the recorded periods: from the last observation before a change started to the first one after it."""
+    times = [p["time_s"] for p in PERIODS]
+    return min(t for t in times if t > start) - max(t for t in times if t <= start)
+
+
+def test_the_twin_carries_the_recorded_effective_delays_and_observation_gaps() -> None:
+    scenario, measured = _twin()
+    up, down = RECONFIGURATIONS
+    reconfig = scenario["operator"]["reconfig"]
+    for kind, rec in (("up", up), ("down", down)):
+        assert reconfig[kind]["effective_s"] == pytest.approx(rec["effective_s"] - rec["started_s"], abs=1e-3)
+        assert reconfig[kind]["pause_s"] == pytest.approx(rec["pause_s"], abs=1e-3)
+        assert reconfig[kind]["observation_gap_s"] == pytest.approx(_observed_gap(rec["started_s"]), abs=1e-3)
+    # 40.9 s from the up-scale's start to the first batch of two replicas, against a 7.3 s pause; 45.9 s unobserved
+    assert reconfig["up"]["effective_s"] == pytest.approx(40.9) and reconfig["up"]["observation_gap_s"] > 45
+    assert [c["kind"] for c in measured["changes"]] == ["up", "down"]
+
+
+def test_the_simulator_plays_the_twins_delays_and_gaps_back() -> None:
+    sc = scenario_from_dict(_twin()[0], "twin")
+    sim = SimBackend(sc)
+    sim.observe()
+    sim.apply(Placement(("fog1", "fog2"), LMAP.nd_max(("fog1", "fog2"))))
+    after_up = sim.observe()
+    sim.apply(Placement(("fog1",), 0.0))
+    after_down = sim.observe()
+    up, down = sim.reconfigurations
+    assert up.effective_s - up.started_s == 41 and down.effective_s - down.started_s == 9  # 40.9, 8.6 s, in seconds
+    assert (after_up.period_s, after_down.period_s) == (46, 14)  # the gaps 45.9 and 13.7 s: nothing observed before
+    assert (up.pause_s, down.pause_s) == (7, 5)
+
+
+def test_the_twin_runs_at_the_period_achieved_with_the_input_the_topic_received() -> None:
+    scenario, measured = _twin()
+    times = [p["time_s"] for p in PERIODS]
+    spans = [b - a for a, b in zip(times, times[1:], strict=False)
+             if not any(a < r["started_s"] <= b for r in RECONFIGURATIONS)]
+    assert len(spans) == 18 and scenario["control_period_s"] == pytest.approx(statistics.median(spans), abs=1e-3)
+    assert 2.5 < scenario["control_period_s"] < 3.5  # not the 5 s configured: periods end on a micro-batch
+    levels = scenario["workload"]["levels"]
+    first = PERIODS[0]
+    topic = PERIODS[-1]["extra"]["input_total"] - first["extra"]["input_total"]
+    assert sum(levels) == pytest.approx(topic + first["input_rate"] * first["period_s"], abs=1.0)
+    assert measured["input"]["seconds"] == len(levels) == 122  # until the topic's end offset stopped growing
+    assert scenario["operator"]["alpha"] == MODEL["alpha"] and scenario["operator"]["initial_replicas"] == 1
+    scenario_from_dict(scenario, "twin")  # a valid scenario
+
+
+def test_the_twin_reads_no_decision_of_the_run() -> None:
+    decided = copy.deepcopy(RECONFIGURATIONS)
+    for r in decided:  # every field the decision set: when, why, which nodes, how
+        r.update(time_s=r["time_s"] + 30.0, reason="something else", nodes=["fog3", "fog9"], added=["fog9"],
+                 removed=["fog3"], nd_max_ms=99.0, strategy="restart", took_s=0.1)
+    periods = [p | {"decision": "a different reason"} for p in PERIODS]
+    assert _twin(periods, decided) == _twin()
+
+
+def test_a_changes_direction_is_the_change_of_the_replicas_observed() -> None:
+    n_at = [(109.5, 1), (191.5, 2), (1e9, 1)]
+    periods = [p | {"replicas": ["fog1", "fog2"][: next(n for t, n in n_at if p["time_s"] < t)]} for p in PERIODS]
+    swapped = [r | {"kind": "down" if r["kind"] == "up" else "up"} for r in RECONFIGURATIONS]
+    assert [c.kind for c in measured_changes(periods, swapped)] == ["up", "down"]
+
+
+def test_a_change_a_live_backend_did_not_time_is_left_out_and_no_period_is_no_input() -> None:
+    assert measured_changes(PERIODS, [{"kind": "up", "pause_s": 3.0}]) == []
+    assert input_per_second([]) == (0.0, [])
+    scenario, measured = build_twin([], [], None, LMAP.to_dict(), 3, None, 5.0)
+    assert scenario["control_period_s"] == 5.0 and "reconfig" not in scenario["operator"]
+    scenario_from_dict(scenario, "twin")

@@ -100,6 +100,7 @@ def test_output_width(monkeypatch) -> None:
 
 def test_the_demo_report_fits_80_columns_and_keeps_the_whole_reason(capsys, monkeypatch) -> None:
     from gesscale.cli.cmd_demo import _print_report
+    from gesscale.fidelity import fidelity_rows
 
     monkeypatch.delenv("COLUMNS", raising=False)
     reason = "back pressure on 3 periods: the model says n=3 sustains 412 records/s at ND_max 18.2 ms, 20 % above"
@@ -109,8 +110,16 @@ def test_the_demo_report_fits_80_columns_and_keeps_the_whole_reason(capsys, monk
                                          "nodes": ["fog1", "fog4"], "nd_max_ms": 18.2, "pause_s": 2.5,
                                          "reason": reason}],
                    "model": None, "timeline_png": "out/demo/timeline.png", "simulation": medians,
-                   "timings_s": {"total": 1.0}})
+                   "timings_s": {"total": 1.0}, "options": {"policy": "gesscale"},
+                   "twin": {"control_period_s": 3.048, "periods": 21, "mst_points": 2,
+                            "by_kind": {"up": {"effective_s": 40.9, "pause_s": 7.262, "observation_gap_s": 45.947}},
+                            "input": {"records": 48255, "seconds": 122}},
+                   "fidelity": fidelity_rows({"reconfigurations": 3, "replica_minutes": 1234.5, "excess": 0.25,
+                                              "p95_latency_s": 12.25},
+                                             {"reconfigurations": 9, "replica_minutes": 1420.25, "excess": 0.5,
+                                              "p95_latency_s": 180.5})})
     out = capsys.readouterr().out
     assert max(len(line.rstrip()) for line in out.splitlines()) <= 80 and "…" not in out
+    assert "gesscale: twin against the live run" in out and "effective after 40.9 s" in out
     assert " ".join(reason.split()) in " ".join(c.strip() for line in out.splitlines() if "│" in line
                                                 for c in line.split("│")[-2:-1])

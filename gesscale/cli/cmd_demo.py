@@ -3,7 +3,8 @@
 Live: the embedded broker, a testbed of fog nodes (Spark workers with cgroup CPU budgets), the producer
 replaying a compressed taxi day, the Spark job and the Gesscale controller; then the exactly-once accounting by
 unique keys, each reconfiguration with its measured pause, the model against its measurements, a timeline PNG,
-and the simulator's policy comparison on a scenario calibrated from the run. See docs/testbed.md.
+the simulator's policy comparison on the run's simulated twin (built from what the run measured), and the
+twin against the run with the errors. See docs/testbed.md.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def register(app: typer.Typer) -> None:
         drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout",
                                             help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
-                                         "the calibrated scenario (also for --simulated-only)."),
+                                         "the run's simulated twin, beside the live policy (also for "
+                                         "--simulated-only)."),
         simulated_only: bool = typer.Option(False, "--simulated-only", help="Skip the live run: only the simulated "
                                             "paper comparison (scenarios/pi10-taxi.yaml)."),
         seeds: int = typer.Option(3, "--seeds", min=1, help="--simulated-only: seeds per policy (medians)."),

@@ -1,6 +1,7 @@
 """The live fog-in-a-box demo: broker, budgeted fog nodes, producer with a compressed taxi day, the Spark job and
 the live controller; then the exactly-once accounting, the reconfigurations, the model against its
-measurements, a timeline PNG, and the simulator on a scenario calibrated from the run.
+measurements, a timeline PNG, the simulator on the run's simulated twin (`gesscale.twin`: built from what the run
+measured) and the twin against the run (`gesscale.fidelity`).
 
 `run_demo(DemoOptions(...))` returns the report dict (also written as JSON); the CLI prints it.
 """
@@ -74,7 +75,7 @@ class DemoOptions:
         return 86400.0 / self.day_s
 
     def workload(self) -> dict[str, Any]:
-        """The taxi workload spec shared by the producer (`--pattern`) and the calibrated scenario."""
+        """The taxi workload spec shared by the producer (`--pattern`)."""
         if self.rides_per_day is None:
             raise ValueError("the day's volume is sized after the warm-up (size_day)")
         return {"kind": "taxi", "speed": round(self.speed, 6), "days": 1, "rides_per_day": self.rides_per_day,

@@ -11,7 +11,8 @@ configuration is in place at the decision and nothing is processed for `reconfig
 gives each kind its measured timing instead (`operator.reconfig`): until the change is effective (`effective_s`
 after the decision) the smaller of the old and the new configuration serves, nothing is processed in its last
 `pause_s`, and the loop's next observation ends `observation_gap_s` after the decision (default: effective_s plus
-one control period), so no period is observed while a change is under way.
+one control period) and reports only the seconds since the change became effective (as the live backend, which
+starts its next period then), so no period is observed while a change is under way.
 
 The network follows the latency map's `changes:` schedule: from each change time on (second t uses
 `latency_map.at(t)`), ND_max of the replicas in place, hence their true MST, is that of the map in force, and so
@@ -90,6 +91,7 @@ class SimBackend(Backend):
         self._serving_nodes: tuple[str, ...] = ()  # the configuration that serves them (the smaller capacity)
         self._serving_mst = 0.0
         self._next_span: int | None = None  # the next observation's length, when a reconfiguration sets it
+        self._unobserved = 0  # its first seconds, until the change is effective, which it does not report
         self.reconfigurations: list[Reconfiguration] = []
         # Fog events: node states not UP, links down, when each cut-off replica was cut, replicas lost since the
         # last observation.
@@ -218,6 +220,9 @@ class SimBackend(Backend):
         it."""
         span, self._next_span = self._next_span or self.period, None
         t0, t1 = self.t, min(self.t + span, self.horizon)
+        # after a change with a measured timing, the observation covers only the new configuration (as the live
+        # backend's, which starts its next period once the change is effective); the seconds before are simulated
+        observed_from, self._unobserved = min(t0 + self._unobserved, t1 - 1), 0
         rate, mst_noise, cpu_noise = self.rate, self._mst_noise, self._cpu_noise
         inp_a, proc_a, back_a, sup_a, delay_a = self.input, self.processed, self.backlog_at, self.supply, self.delay
         n, mst, end = len(self._nodes), self._mst, self.input_end
@@ -230,6 +235,9 @@ class SimBackend(Backend):
         next_change = self._next_change
         next_event = self._next_event
         for i in range(t0, t1):
+            if i == observed_from and i > t0:  # the change under way is not part of the observation
+                start_backlog, bp_count, paused = backlog, 0, 0
+                cpu_sum = busy_sum = inp_sum = proc_sum = 0.0
             if i >= next_change:
                 self._network_at(i)
                 mst, next_change = self._mst, self._next_change
@@ -274,7 +282,7 @@ class SimBackend(Backend):
             inp_sum += inp
             proc_sum += done
         self.backlog, self.pause_left, self.serve_left, self.t = backlog, pause_left, serve_left, t1
-        span = max(1, t1 - t0)
+        span = max(1, t1 - max(t0, observed_from))
         return Observation(
             time_s=float(t1),
             period_s=float(span),
@@ -323,8 +331,9 @@ class SimBackend(Backend):
         self._applied_at = self.t
         if not instant and self.truth.reconfig and kind in self.truth.reconfig:
             gap = timing.observation_gap_s
-            span = max(1, effective, int(round(gap)) if gap is not None else effective + self.period)
-            self._next_span = max(span, self._next_span or 0)
+            span = max(1, effective + 1, int(round(gap)) if gap is not None else effective + self.period)
+            self._next_span = max(span, self._next_span or 0, self.pause_left + 1)
+            self._unobserved = self.pause_left  # until the change (a move: both) is effective
         self.reconfigurations.append(
             Reconfiguration(
                 time_s=float(self.t),

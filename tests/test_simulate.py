@@ -160,8 +160,8 @@ def test_a_measured_effective_delay_serves_the_old_configuration_then_pauses() -
     sim.observe()
     assert sim.apply(Placement(("a", "b"), 10.0)) == 5.0
     o = sim.observe()  # the next observation ends 30 s + one period after the decision: none during the change
-    assert o.period_s == 40 and o.time_s == 50
-    assert o.paused_s == 5
+    assert o.time_s == 50 and o.period_s == 10  # it reports the new configuration only, as the live backend's
+    assert o.paused_s == 0 and o.throughput == pytest.approx((400 + 10 * 80) / 10)  # the pause's 400 caught up
     served = sim.processed[10:50]
     assert list(served[:25]) == [80.0] * 25          # MST(1) = 100 takes the 80/s input
     assert list(served[25:30]) == [0.0] * 5          # the pause: the last seconds before it is effective
@@ -178,7 +178,7 @@ def test_a_measured_observation_gap_and_a_scale_down_at_the_smaller_capacity() -
     sim.observe()
     sim.apply(Placement(("b",), 0.0))
     o = sim.observe()
-    assert o.period_s == 13 and o.time_s == 23
+    assert o.time_s == 23 and o.period_s == 5  # 13 s after the decision; the 5 s since the change was effective
     assert list(sim.processed[10:16]) == [100.0] * 6  # a scale-down serves with what is left (MST(1) = 100)
     assert list(sim.processed[16:18]) == [0.0, 0.0]
     assert sim.observe().period_s == 10  # then the control period again

@@ -54,14 +54,16 @@ def test_the_twin_carries_the_recorded_effective_delays_and_observation_gaps() -
 def test_the_simulator_plays_the_twins_delays_and_gaps_back() -> None:
     sc = scenario_from_dict(_twin()[0], "twin")
     sim = SimBackend(sc)
-    sim.observe()
+    before_up = sim.observe()
     sim.apply(Placement(("fog1", "fog2"), LMAP.nd_max(("fog1", "fog2"))))
     after_up = sim.observe()
     sim.apply(Placement(("fog1",), 0.0))
     after_down = sim.observe()
     up, down = sim.reconfigurations
     assert up.effective_s - up.started_s == 41 and down.effective_s - down.started_s == 9  # 40.9, 8.6 s, in seconds
-    assert (after_up.period_s, after_down.period_s) == (46, 14)  # the gaps 45.9 and 13.7 s: nothing observed before
+    # the gaps 45.9 and 13.7 s between observations; each reports the seconds since the change was effective only
+    assert (after_up.time_s - before_up.time_s, after_down.time_s - after_up.time_s) == (46, 14)
+    assert (after_up.period_s, after_down.period_s) == (5, 5)
     assert (up.pause_s, down.pause_s) == (7, 5)
 
 

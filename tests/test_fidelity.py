@@ -58,3 +58,31 @@ def test_the_table_fits_80_columns() -> None:
     assert sum("figure" in line for line in lines) == 1  # one table, not stacked into parts
     assert any("replica-minutes" in line and "1,234" in line and "+15 %" in line for line in lines)
     assert "| reconfigurations | 3 | 9 | +6 | +200 % | ±1 | no |" in fidelity_markdown(rows)
+
+
+def test_the_twin_of_the_recorded_run_predicts_its_reconfigurations_and_replica_minutes() -> None:
+    # The MST points the run measured: its saturated periods (bp_upstream = 1) at one replica (406/s, the period
+    # that decided the scale-up) and at two (the median of its catch-up periods).
+    from gesscale.latency_map import load_latency_map
+    from gesscale.model import Measurement, PerformanceModel
+    from gesscale.report import simulated_latency, summary
+    from gesscale.scenario import scenario_from_dict
+    from gesscale.simulate import simulate_many
+    from gesscale.twin import build_twin
+
+    saturated = [p for p in WITH_REPLICAS if p["bp_upstream"] == 1.0]
+    mst1 = [p["throughput"] for p in saturated if len(p["replicas"]) == 1]
+    mst2 = sorted(p["throughput"] for p in saturated if len(p["replicas"]) == 2)
+    points = [Measurement(1, 0.0, mst1[0]), Measurement(2, 8.7, mst2[len(mst2) // 2])]
+    fit = PerformanceModel().fit(points)
+    model = {"fitted": True, "form": fit.form_, "alpha": fit.alpha_, "beta": fit.beta_, "gamma": fit.gamma_,
+             "delta": fit.delta_, "measurements": [{"n": m.n, "nd_max_ms": m.nd_max_ms, "mst": m.mst,
+                                                    "predicted": fit.predict(m.n, m.nd_max_ms)} for m in points]}
+    lmap = load_latency_map(Path(__file__).resolve().parents[1] / "inventory" / "latency" / "fog9.yaml")
+    records = [json.loads(line) for line in (DATA / "live_demo_reconfigurations.jsonl").read_text().splitlines()]
+    scenario, _ = build_twin(WITH_REPLICAS, records, model, lmap.subset(["fog1", "fog2", "fog3"]).to_dict(), 3,
+                             10.0, 5.0)
+    results = simulate_many(scenario_from_dict(scenario, "twin"), ["gesscale"], 3)
+    twin = predicted(summary(results)["gesscale"], simulated_latency(results)["by_policy"]["gesscale"])
+    rows = {r["key"]: r for r in fidelity_rows(observed(WITH_REPLICAS, len(records), None), twin)}
+    assert rows["reconfigurations"]["within"] and rows["replica_minutes"]["within"]

@@ -39,11 +39,6 @@ class ReconfigTiming:
     pause_s: float
     observation_gap_s: float | None = None
 
-    def to_dict(self) -> dict[str, float]:
-        """The scenario's `operator.reconfig.<kind>` mapping."""
-        d = {"effective_s": self.effective_s, "pause_s": self.pause_s}
-        return d | ({} if self.observation_gap_s is None else {"observation_gap_s": self.observation_gap_s})
-
 
 @dataclass(frozen=True)
 class GroundTruth:

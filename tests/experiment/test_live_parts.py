@@ -82,3 +82,16 @@ def test_the_repeats_compare_the_record_latency_percentiles() -> None:
     assert stats["per_policy"]["gesscale"]["latency_p95_s"]["value"] == 12.0
     pair = stats["pairs"][0]["metrics"]["latency_p95_s"]
     assert pair["mean_difference"]["value"] == -10.0 and pair["p_value"] == 0.25  # 3 blocks, all one sign
+
+
+def test_each_runs_fidelity_is_one_table_in_the_html() -> None:
+    from gesscale.experiment.html import fidelity_table_html
+    from gesscale.fidelity import fidelity_rows
+
+    rows = fidelity_rows({"reconfigurations": 3, "replica_minutes": 10.0, "excess": 0.1, "p95_latency_s": 8.0},
+                         {"reconfigurations": 4, "replica_minutes": 12.0, "excess": 0.0, "p95_latency_s": 5.0})
+    page = fidelity_table_html({"gesscale-b1": {"fidelity": rows}, "old-run": {}})
+    assert 'data-table="fidelity"' in page and "old-run" not in page  # a run recorded before fidelity: left out
+    assert "<tr><td>gesscale-b1</td><td>replica-minutes</td><td>10</td><td>12</td><td>+2</td><td>+20 %</td>" \
+           "<td>±15%</td><td>no</td></tr>" in page
+    assert fidelity_table_html({"old-run": {}}) == ""

@@ -115,8 +115,17 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
 
     lmap = scenario.latency_map
     network = lmap.at if lmap.changes else None  # policies see the map in force, as the simulated operator does
-    step_hook = None if on_step is None else (lambda record: on_step(record, policy))
-    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network, on_step=step_hook,
+    measured = scenario.truth.reconfig or {}
+
+    def step_hook(record: StepRecord) -> None:
+        if record.applied and record.reconfiguration and record.reconfiguration.kind in measured:
+            # a change with a measured timing: the warm-up runs from when it took effect, as the live runner's
+            loop.last_reconfig_s = float(backend.reconfigurations[-1].effective_s or record.observation.time_s)
+        if on_step is not None:
+            on_step(record, policy)
+
+    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network,
+                       on_step=step_hook if measured or on_step is not None else None,
                        input_end_s=float(backend.input_end))
     history = loop.run()
     end = backend.t

@@ -205,3 +205,22 @@ def test_a_wrong_reconfiguration_timing_is_one_clear_error(timing: dict, says: s
 
     with pytest.raises(UserError, match=says):
         scenario({"kind": "steps", "levels": [80], "step_s": 10}, reconfig=timing)  # type: ignore[arg-type]
+
+
+def test_after_a_change_with_a_measured_timing_the_warm_up_runs_from_when_it_took_effect() -> None:
+    # as the live runner: a decision 30 s after the change took effect is still in a 35 s warm-up, though 70 s
+    # have passed since the decision
+    sc = scenario_from_dict({
+        "name": "tiny", "control_period_s": 10, "warmup_s": 35,
+        "cluster": {"nodes": ["a", "b", "c"], "rtt_ms": {"a": {"b": 10, "c": 100}, "b": {"c": 90}},
+                    "max_replicas": 3},
+        "operator": {"alpha": 100, "beta": 1.0, "gamma": 0.0, "noise": 0.0, "initial_replicas": 1,
+                     "reconfig": {"up": {"effective_s": 40, "pause_s": 5, "observation_gap_s": 50}}},
+        "workload": {"kind": "steps", "levels": [400] * 20, "step_s": 10},
+    })
+    result = run_once(sc, "thr-nlaware", 1, keep_history=True)
+    first = next(i for i, h in enumerate(result.history) if h.applied)
+    t = result.history[first].observation.time_s
+    after = [h for h in result.history[first + 1:] if h.observation.time_s - t <= 70]
+    assert [h.observation.time_s - t for h in after] == [50, 60, 70]
+    assert all(not h.applied for h in after)  # 10, 20 and 30 s after it took effect (at +40): warming up

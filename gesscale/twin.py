@@ -12,7 +12,10 @@ a period's decision, not a change's reason, nodes or decision time. It reads wha
   (the observation before the change to the first one after it); its direction is the change of the replicas
   observed before and after it (the backend's own `kind`, which it set from the executors it found, only when
   the periods carry no replicas);
-- the MST points the run measured, fitted (`model`, as `gesscale.testbed.report.model_points` writes it).
+- the MST points the run measured, fitted (`model`, as `gesscale.testbed.report.model_points` writes it);
+- when the run read them, the input records' append times in the input topic, counted per second (`arrivals`):
+  the input second by second, where the end offsets at the observations only give its mean between two of them
+  (a minute, across a change).
 
 Per direction (up, down), the medians of the effective delays, pauses and gaps become the scenario's
 `operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays (`gesscale.sim_backend`).
@@ -135,6 +138,24 @@ def input_per_second(periods: Sequence[Mapping[str, Any]]) -> tuple[float, list[
     return t0, [round(float(v), 3) for v in np.diff(grid)]
 
 
+def arrivals_per_second(arrivals: Mapping[str, Any], t0: float) -> list[float]:
+    """Records/s for each second from `t0` from the input topic's own append times: `arrivals` holds `from_s`
+    (the first second, on the periods' clock) and `counts` (records appended in each second from it). Records
+    appended before `t0` (waiting when the first period started) count in its first second; the series ends
+    with the last second that had input."""
+    counts = [float(c) for c in arrivals.get("counts") or []]
+    if not counts:
+        return []
+    start = int(math.floor(t0))
+    offset = int(math.floor(float(arrivals["from_s"]))) - start
+    out = [0.0] * max(1, offset + len(counts))
+    for i, c in enumerate(counts):
+        out[max(0, offset + i)] += c
+    while len(out) > 1 and out[-1] == 0.0:
+        out.pop()
+    return out
+
+
 def relative_noise(model: Mapping[str, Any] | None, floor: float = 0.01, ceiling: float = 0.9) -> float:
     """Relative standard deviation of the measured MSTs around the model, within [`floor`, `ceiling`] (a
     scenario's noise must be below 1: a wildly scattered run is still simulated, at the ceiling)."""
@@ -160,15 +181,21 @@ def operator_of(model: Mapping[str, Any] | None, periods: Sequence[Mapping[str, 
 
 def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[Mapping[str, Any]],
                model: Mapping[str, Any] | None, latency_map: Mapping[str, Any] | str, max_replicas: int,
-               warmup_s: float | None, fallback_period_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+               warmup_s: float | None, fallback_period_s: float,
+               arrivals: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The twin's scenario (a dict for `scenario_from_dict`) and what it was built from (`measured`): the
     achieved period (`fallback_period_s`, the configured one, with fewer than two observations), each change's
     measured timing and their medians per direction, the input per second, the MST fit. `latency_map` is the
-    run's map as a dict (`LatencyMap.to_dict`, or the file a recorded scenario named)."""
+    run's map as a dict (`LatencyMap.to_dict`, or the file a recorded scenario named). With `arrivals` (the
+    input records' append times counted per second, `arrivals_per_second`) the input follows them second by
+    second; without, the end offsets at the observations, spread evenly between them."""
     changes = measured_changes(periods, reconfigurations)
     period = achieved_period(periods, changes) or fallback_period_s
     timing = timing_by_kind(changes)
     t0, rates = input_per_second(periods)
+    source = "input topic end offsets at the observations"
+    if arrivals and arrivals.get("counts"):
+        rates, source = arrivals_per_second(arrivals, t0), "input records' append times, per second"
     pauses = [c.pause_s for c in changes]
     first_n = _n(periods[0]) if periods else None
     operator = {**operator_of(model, periods), "noise": relative_noise(model),
@@ -187,6 +214,7 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
     }
     measured = {"control_period_s": round(period, 3), "periods": len(periods),
                 "changes": [c.to_dict() for c in changes], "by_kind": timing,
-                "input": {"t0_s": round(t0, 3), "seconds": len(rates), "records": round(sum(rates))},
+                "input": {"t0_s": round(t0, 3), "seconds": len(rates), "records": round(sum(rates)),
+                          "source": source},
                 "mst_points": len((model or {}).get("measurements") or [])}
     return scenario, measured

@@ -105,3 +105,15 @@ def test_a_change_a_live_backend_did_not_time_is_left_out_and_no_period_is_no_in
     scenario, measured = build_twin([], [], None, LMAP.to_dict(), 3, None, 5.0)
     assert scenario["control_period_s"] == 5.0 and "reconfig" not in scenario["operator"]
     scenario_from_dict(scenario, "twin")
+
+
+def test_with_the_input_topics_append_times_the_input_follows_them_second_by_second() -> None:
+    from gesscale.twin import arrivals_per_second
+
+    t0 = PERIODS[0]["time_s"] - PERIODS[0]["period_s"]  # 90.78: second 90 is the twin's first
+    arrivals = {"from_s": 88, "counts": [5, 0, 3, 7, 0, 9, 0, 0]}  # 8 records appended before t0 wait at its start
+    assert arrivals_per_second(arrivals, t0) == [8.0, 7.0, 0.0, 9.0]  # the trailing seconds without input left out
+    scenario, measured = build_twin(PERIODS, RECONFIGURATIONS, MODEL, LMAP.to_dict(), 3, 10.0, 5.0, arrivals)
+    assert scenario["workload"]["levels"] == [8.0, 7.0, 0.0, 9.0] and measured["input"]["records"] == 24
+    assert measured["input"]["source"].startswith("input records' append times")
+    assert _twin()[1]["input"]["source"].startswith("input topic end offsets")

@@ -244,7 +244,7 @@ def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
     period = (report.get("options") or {}).get("control_period_s") or recorded.get("control_period_s") or 10.0
     scenario, measured = build_twin(report["periods"], report["reconfigurations"], report.get("model"),
                                     cluster.get("latency_map") or {}, int(cluster.get("max_replicas") or 1),
-                                    recorded.get("warmup_s"), float(period))
+                                    recorded.get("warmup_s"), float(period), report.get("arrivals"))
     return scenario, measured, observed(report["periods"], len(report["reconfigurations"]), report.get("latency"))
 
 

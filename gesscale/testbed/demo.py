@@ -273,7 +273,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         acc = account_job(tb.job)  # on the basis the query calls for (gesscale/testbed/keys.py)
         timings["count_s"] = time.monotonic() - t_count
         t_latency = time.monotonic()
-        latency, period_latency = measure_latency(tb, steps, day_start_ms, out / "latency.csv.gz")
+        latency, period_latency, arrivals = measure_latency(tb, steps, day_start_ms, out / "latency.csv.gz")
         timings["latency_s"] = time.monotonic() - t_latency
         reconfigs = read_reconfigurations(ctl.reconfig_path)
         model = model_points(ctl.policy)
@@ -292,7 +292,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         say("tearing the testbed down")
         tb.close()
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start,
-                     latency, period_latency, seed=config.seed)
+                     latency, period_latency, seed=config.seed, arrivals=arrivals)
     report["load"] = load
     report["network"] = network
     write_json(opts.report or out / "report.json", report)
@@ -324,12 +324,13 @@ def warm_up(bootstrap: str, topic: str, count: int) -> None:
 
 
 def measure_latency(tb: Any, steps: list[Any], day_start_ms: int, path: Path
-                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """Every day record's end-to-end latency from the broker's append times (`gesscale.testbed.latency`; the job
-    stopped, the broker still up): the run's figures and one summary per control period, the records in `path`."""
+    stopped, the broker still up): the run's figures, one summary per control period, the records in `path`, and
+    the day records' arrivals per second on the testbed's clock (`from_s`, `counts`: the twin's input)."""
     from gesscale.testbed.job import read_batches
     from gesscale.testbed.keys import batch_ranges
-    from gesscale.testbed.latency import record_latencies, report
+    from gesscale.testbed.latency import arrivals_per_second, record_latencies, report
     from jobs.query import load_query
 
     s = tb.job.settings
@@ -342,7 +343,7 @@ def measure_latency(tb: Any, steps: list[Any], day_start_ms: int, path: Path
     run, periods = report(rec, ends)
     run["records_csv"] = str(rec.write_csv(path))
     run["day_start_unix_ms"] = day_start_ms
-    return run, periods
+    return run, periods, arrivals_per_second(rec.appended_ms, tb.fleet.state.t0)
 
 
 def measure_network(tb: Any, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
@@ -408,7 +409,8 @@ def _wait_first_batch(job: Any, timeout_s: float) -> None:
 def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model: dict[str, Any] | None,
             steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
             timings: dict[str, float], t_start: float, latency: dict[str, Any] | None = None,
-            period_latency: list[dict[str, Any]] | None = None, seed: int = 1) -> dict[str, Any]:
+            period_latency: list[dict[str, Any]] | None = None, seed: int = 1,
+            arrivals: dict[str, Any] | None = None) -> dict[str, Any]:
     """Plot, build the run's simulated twin, simulate, and assemble the report (each scale-up with the median
     ND_max a random choice would have had: `gesscale.testbed.report.reconfiguration_rows`; the twin against the
     run: `gesscale.fidelity`)."""
@@ -425,7 +427,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap, period_latency, latency)
     periods = [s.observation.to_dict() for s in steps]
     scen, measured = build_twin(periods, reconfigs, model, lmap.to_dict(), opts.nodes, opts.warmup_s,
-                                opts.control_period_s)
+                                opts.control_period_s, arrivals)
     policies = parse_policy_list(opts.sim_policies)
     if opts.policy in policy_ids():  # the live policy on its twin: the prediction of this run
         policies = list(dict.fromkeys([opts.policy, *policies]))
@@ -451,6 +453,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
         "timeline_png": str(png),
         "calibrated_scenario": scen,  # the run's simulated twin (gesscale.twin), under its historical name
         "twin": measured,  # what the twin was built from
+        "arrivals": arrivals,  # the day records per second of their append to the input topic
         "simulation": medians,
         "simulated_latency": sim_latency,  # the twin's, same keys as `latency`
         "fidelity": fidelity,  # the live policy on its twin against the run (gesscale.fidelity)

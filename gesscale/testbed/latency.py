@@ -188,6 +188,16 @@ def record_latencies(bootstrap: str, input_topic: str, output_topic: str, dead_l
     return RecordLatencies(keys, part, off, ts, done, batch, nodes, basis, stamps, len(inputs) - len(day))
 
 
+def arrivals_per_second(appended_ms: np.ndarray, t0_unix_s: float) -> dict[str, Any]:
+    """The records' appends counted per second on a clock that starts at `t0_unix_s` (the testbed's): `from_s`,
+    the first second, and `counts` from it (`gesscale.twin.arrivals_per_second` reads it)."""
+    if appended_ms.size == 0:
+        return {"from_s": 0, "counts": []}
+    sec = np.floor(appended_ms / 1000.0 - t0_unix_s).astype(int)
+    first = int(sec.min())
+    return {"from_s": first, "counts": np.bincount(sec - first).astype(int).tolist()}
+
+
 def report(rec: RecordLatencies, period_ends_unix_s: list[float], slo_s: float | None = None
            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The run's latency figures for the report (`gesscale.latency.run_summary` plus how they were measured) and

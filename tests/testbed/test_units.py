@@ -182,3 +182,14 @@ def test_each_scale_up_in_the_report_has_the_median_random_nd_max() -> None:
     assert rows[0]["random_nd_max_ms"] == pytest.approx(36.997) == median_random_nd_max(lmap, lmap.names, 2, 1)
     assert rows[1]["random_nd_max_ms"] == pytest.approx(50.369)
     assert "random_nd_max_ms" not in rows[2] and rows[2]["strategy"] == "live"
+
+
+def test_the_day_records_arrivals_are_counted_per_second_of_the_testbeds_clock() -> None:
+    import numpy as np
+
+    from gesscale.testbed.latency import arrivals_per_second
+
+    t0 = 1_795_768_400.0
+    appended_ms = np.asarray([t0 + 10.2, t0 + 10.9, t0 + 12.0, t0 + 12.5, t0 + 12.99]) * 1000.0
+    assert arrivals_per_second(appended_ms, t0) == {"from_s": 10, "counts": [2, 0, 3]}
+    assert arrivals_per_second(np.asarray([]), t0) == {"from_s": 0, "counts": []}

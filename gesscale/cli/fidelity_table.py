@@ -29,8 +29,8 @@ def twin_summary(measured: Mapping[str, Any] | None) -> str:
     """One line: what the twin was built from (period achieved, per direction the measured timing, the input)."""
     if not measured:
         return "simulated twin: built from the recorded calibrated scenario"
-    kinds = "; ".join(f"{k}: effective after {t['effective_s']:g} s, pause {t['pause_s']:g} s, next observation "
-                      f"after {t.get('observation_gap_s', float('nan')):g} s"
+    kinds = "; ".join(f"{k}: effective after {t['effective_s']:g} s, pause {t['pause_s']:g} s"
+                      + (f", next observation after {t['observation_gap_s']:g} s" if "observation_gap_s" in t else "")
                       for k, t in (measured.get("by_kind") or {}).items())
     inp = measured.get("input") or {}
     return (f"simulated twin built from the run's measurements: period achieved {measured['control_period_s']:g} s"

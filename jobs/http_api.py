@@ -24,11 +24,13 @@ import hmac
 import io
 import json
 import math
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from gesscale.errors import UserError
 from jobs.executors import ScalingUnsupported
 from jobs.hook import BadHookRequest, ScalingHook
 from jobs.http_server import DeadlineReader, PooledHTTPServer
@@ -74,6 +76,19 @@ def parse_body(body: bytes) -> dict[str, Any]:
     return args
 
 
+# RFC 6750's b64token: what a client can put after "Bearer " in a header (latin-1 text, no space); any other
+# token could never be sent, so the hook would answer 401 to every request.
+_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
+def check_token(token: str | None) -> str | None:
+    """`token` if a client can send it as a bearer token; a `UserError` naming the variable (not the secret)."""
+    if token is not None and not _TOKEN.fullmatch(token):
+        raise UserError(f"{TOKEN_ENV} must be a bearer token: letters, digits and -._~+/ then '=' padding (RFC 6750); "
+                        f"the one set ({len(token)} characters) holds others")
+    return token
+
+
 class DriverApi:
     """Routes a request to the observation, the metrics or the hook and returns (status, content type, body)."""
 
@@ -82,7 +97,7 @@ class DriverApi:
         self.latest = latest
         self.metrics = metrics
         self.hook = hook
-        self.token = token or None
+        self.token = check_token(token or None)
 
     def _authorised(self, header: str | None) -> tuple[int, str] | None:
         if self.hook is None:

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.process import ManagedProcess, check_port, spawn, wait_until_listening
 
 KAFKA_IMPLS = ("noida-db", "tansu")
@@ -38,9 +38,12 @@ def _noida_binary() -> str:
 
 
 def _tansu_binary() -> str:
-    path = os.environ.get("GESSCALE_TANSU_BIN") or shutil.which("tansu")
+    given = os.environ.get("GESSCALE_TANSU_BIN")
+    path = given or shutil.which("tansu")
     if not path:
         raise UserError("tansu binary not found: put it on PATH or set GESSCALE_TANSU_BIN")
+    if given and not (os.path.isfile(given) and os.access(given, os.X_OK)):
+        raise UserError(f"GESSCALE_TANSU_BIN must name an executable file, got {brief(given)}")
     return path
 
 

@@ -23,36 +23,73 @@ import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief, cut
+from gesscale.inputfile import check_regular, read_text
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 ENV_PREFIX = "GESSCALE_"
 
 
+# The longest secret read from a `*_PASSWORD_FILE` (a password, not a key store).
+MAX_SECRET_BYTES = 64 * 2**10
+
+
 def _file(env: Mapping[str, str], name: str) -> str | None:
-    """A path variable: None when unset; a UserError naming the variable when the file cannot be read."""
+    """A path variable: None when unset; a UserError naming the variable when it names no readable regular file
+    (a FIFO or a device would block the TLS library's open)."""
     value = env.get(name) or None
-    if value is not None and not os.access(value, os.R_OK):
-        raise UserError(f"{name}: cannot read {value}")
+    if value is None:
+        return None
+    try:
+        check_regular(value, "file")
+    except UserError as err:
+        raise UserError(f"{name}: {err}") from None
+    if not os.access(value, os.R_OK):
+        raise UserError(f"{name}: cannot read {cut(value)}")
+    return value
+
+
+def _credential(value: str | None, name: str) -> str | None:
+    """A user name or password as a client sends it: text without control characters that encodes as UTF-8 (an
+    undecodable byte of the environment arrives as a lone surrogate). The value itself is never quoted."""
+    if value is None:
+        return None
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UserError(f"{name} holds a control character (a line break, a tab, NUL...): give the bare value")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{name} is not valid UTF-8 text") from None
     return value
 
 
 def _secret(env: Mapping[str, str], name: str) -> str | None:
-    """`NAME` from the environment, else the content of the file `NAME_FILE` (one trailing newline dropped)."""
+    """`NAME` from the environment, else the content of the file `NAME_FILE` (one trailing line break dropped)."""
     if env.get(name):
-        return env[name]
+        return _credential(env[name], name)
     path = env.get(f"{name}_FILE")
     if not path:
         return None
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{name}_FILE: cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
-    return text[:-1] if text.endswith("\n") else text
+        text = read_text(path, "password file", MAX_SECRET_BYTES)
+    except UserError as err:
+        raise UserError(f"{name}_FILE: {err}") from None
+    text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+    if not text:
+        raise UserError(f"{name}_FILE: {cut(path)} is empty")
+    return _credential(text, f"{name}_FILE")
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    """An enumerated variable, in any letter case (ASCII only: 'ſsl' is not 'SSL')."""
+    raw = env.get(name) or default
+    value = raw.upper() if raw.isascii() else raw
+    if value not in allowed:
+        raise UserError(f"{name} must be one of {', '.join(allowed)}, got {brief(raw, 40)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -72,13 +109,10 @@ class KafkaSecurity:
         """The settings of the `GESSCALE_KAFKA_*` variables (module docstring); UserError when inconsistent."""
         env = os.environ if env is None else env
         p = f"{ENV_PREFIX}KAFKA_"
-        protocol = (env.get(f"{p}SECURITY_PROTOCOL") or "PLAINTEXT").upper()
-        if protocol not in PROTOCOLS:
-            raise UserError(f"{p}SECURITY_PROTOCOL must be one of {', '.join(PROTOCOLS)}, got {protocol[:40]!r}")
-        mechanism = (env.get(f"{p}SASL_MECHANISM") or "SCRAM-SHA-512").upper()
-        if mechanism not in MECHANISMS:
-            raise UserError(f"{p}SASL_MECHANISM must be one of {', '.join(MECHANISMS)}, got {mechanism[:40]!r}")
-        sec = cls(protocol, mechanism, env.get(f"{p}USERNAME") or None, _secret(env, f"{p}PASSWORD"),
+        protocol = _choice(env, f"{p}SECURITY_PROTOCOL", "PLAINTEXT", PROTOCOLS)
+        mechanism = _choice(env, f"{p}SASL_MECHANISM", "SCRAM-SHA-512", MECHANISMS)
+        username = _credential(env.get(f"{p}USERNAME") or None, f"{p}USERNAME")
+        sec = cls(protocol, mechanism, username, _secret(env, f"{p}PASSWORD"),
                   _file(env, f"{p}CA_FILE"), _file(env, f"{p}CERT_FILE"), _file(env, f"{p}KEY_FILE"))  # fmt: skip
         if sec.sasl and not (sec.username and sec.password):
             raise UserError(f"{p}SECURITY_PROTOCOL={protocol} needs {p}USERNAME and {p}PASSWORD (or {p}PASSWORD_FILE)")
@@ -150,10 +184,10 @@ class MqttSecurity:
         p = f"{ENV_PREFIX}MQTT_"
         flag = (env.get(f"{p}TLS") or "").lower()
         if flag not in ("", "0", "1", "true", "false", "yes", "no"):
-            raise UserError(f"{p}TLS must be 1 or 0, got {flag[:40]!r}")
+            raise UserError(f"{p}TLS must be 1 or 0, got {brief(flag, 40)}")
         cafile = _file(env, f"{p}CA_FILE")
         password = _secret(env, f"{p}PASSWORD")
-        username = env.get(f"{p}USERNAME") or None
+        username = _credential(env.get(f"{p}USERNAME") or None, f"{p}USERNAME")
         if password and not username:
             raise UserError(f"{p}PASSWORD is set but {p}USERNAME is not")
         return cls(flag in ("1", "true", "yes") or cafile is not None, username, password, cafile,

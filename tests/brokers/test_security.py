@@ -47,9 +47,9 @@ def test_sasl_ssl_from_the_environment_and_a_password_file(tmp_path: Path) -> No
     ({"GESSCALE_KAFKA_SECURITY_PROTOCOL": "TLS"}, "must be one of PLAINTEXT"),
     ({"GESSCALE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "needs GESSCALE_KAFKA_USERNAME"),
     ({"GESSCALE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "GESSCALE_KAFKA_USERNAME": "u",
-      "GESSCALE_KAFKA_PASSWORD_FILE": "/nonexistent/pw"}, "GESSCALE_KAFKA_PASSWORD_FILE: cannot read"),
+      "GESSCALE_KAFKA_PASSWORD_FILE": "/nonexistent/pw"}, "GESSCALE_KAFKA_PASSWORD_FILE: password file not found"),
     ({"GESSCALE_KAFKA_SASL_MECHANISM": "GSSAPI"}, "SASL_MECHANISM must be one of"),
-    ({"GESSCALE_KAFKA_CA_FILE": "/nonexistent/ca.pem"}, "GESSCALE_KAFKA_CA_FILE: cannot read"),
+    ({"GESSCALE_KAFKA_CA_FILE": "/nonexistent/ca.pem"}, "GESSCALE_KAFKA_CA_FILE: file not found"),
 ])  # fmt: skip
 def test_kafka_settings_refused_with_one_clear_line(env: dict[str, str], message: str) -> None:
     with pytest.raises(UserError, match=message) as err:

@@ -236,3 +236,137 @@ def fog_events(draw: st.DrawFn) -> list[Any]:
         entry = draw(mutated(base, [(k,) for k in keys]) | hostile)
         entries.append(entry)
     return entries
+
+
+# -- rtt_matrix: a latency map's dense .npy matrix (gesscale/latency_map.py, `_read_matrix`) --------------------
+MATRIX_DTYPES = ["float64", "float32", "float16", "int32", "int64", "uint8", "uint64", ">f8", "bool", "complex64",
+                 "timedelta64[us]", "datetime64[s]", "U4", "S4", "i4,i4"]
+MATRIX_CELLS = [0.0, 10.0, 15.5, 9999.999, 10000.0, 10000.5, -1.0, -0.0, 1e-9, 1e6, 1e308, math.nan, math.inf,
+                -math.inf]
+# Raw bytes that claim to be a .npy file: empty, a bare magic, a header promising more than the data, pickled
+# objects, text, gzip.
+MATRIX_FILES = [
+    b"", b"\x93NUMPY", b"\x93NUMPY\x01\x00",
+    b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (3, 3), }" + b" " * 51 + b"\n",
+    b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }" + b" " * 41
+    + b"\n" + b"\0" * 72,
+    b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False, 'shape': (3, 3), }" + b" " * 51 + b"\n"
+    + b"\x80\x04N.",
+    b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (-3, 3), }" + b" " * 50 + b"\n",
+    b"\x93NUMPY\x01\x00v\x00__import__('os').system('true')" + b" " * 60 + b"\n",
+    b"0,10,20\n10,0,15\n20,15,0\n", b"\x1f\x8b\x08\x00" + b"\0" * 20,
+]
+
+
+@st.composite
+def rtt_matrices(draw: st.DrawFn, n: int = 3) -> tuple[str, Any]:
+    """("array", numpy array) for `np.save`, or ("bytes", raw file content): a valid symmetric N x N matrix with
+    zero diagonal, damaged in 0 to 2 cells, in a drawn dtype and shape, or not a .npy file at all."""
+    import warnings
+
+    import numpy as np
+
+    if draw(st.integers(0, 9)) == 0:
+        return "bytes", draw(st.sampled_from(MATRIX_FILES))
+    size = draw(st.sampled_from([n, n, n, n - 1, n + 1, 0]))
+    ms = np.zeros((size, size))
+    for i in range(size):
+        for j in range(i + 1, size):
+            ms[i, j] = ms[j, i] = draw(st.sampled_from([10.0, 15.5, 20.0, 0.5, 9999.0]))
+    for _ in range(draw(st.integers(0, 2)) if size else 0):
+        i, j = draw(st.integers(0, size - 1)), draw(st.integers(0, size - 1))
+        ms[i, j] = draw(st.sampled_from(MATRIX_CELLS))
+    dtype = np.dtype(draw(st.sampled_from(MATRIX_DTYPES)))
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        if dtype.names:
+            arr = np.zeros(ms.shape, dtype=dtype)
+        elif dtype.kind in "iu":  # integer microseconds, as `write_rtt_matrix` writes them
+            arr = np.nan_to_num(ms * 1000, posinf=2**62, neginf=-(2**62)).astype(dtype)
+        elif dtype.kind == "m":
+            arr = np.nan_to_num(ms * 1000, posinf=0, neginf=0).astype("int64").astype(dtype)
+        elif dtype.kind == "M":
+            arr = np.zeros(ms.shape, dtype=dtype)
+        elif dtype.kind in "US":
+            arr = ms.astype(dtype)
+        else:
+            arr = ms.astype(dtype)
+    shape = draw(st.sampled_from(["same", "same", "same", "flat", "scalar", "3d", "fortran"]))
+    if shape == "flat":
+        arr = arr.reshape(-1)
+    elif shape == "scalar":
+        arr = np.asarray(arr.flat[0] if arr.size else 0, dtype=arr.dtype)
+    elif shape == "3d":
+        arr = arr[..., None]
+    elif shape == "fortran":
+        arr = np.asfortranarray(arr)
+    return "array", arr
+
+
+@st.composite
+def matrix_refs(draw: st.DrawFn) -> Any:
+    """What `rtt_matrix:` names: the written file (`FILE`, replaced by the test), or a hostile reference."""
+    return draw(st.sampled_from(["FILE"] * 6 + ["missing.npy", "FIFO", "DIR", "/dev/zero.npy", "m.txt", ".npy",
+                                                "x" * 5000 + ".npy", "a\nb.npy", "../" * 40 + "m.npy"])
+                | hostile)
+
+
+# -- the experiment spec of `environment: local` (gesscale/experiment/spec.py) ----------------------------------
+LOCAL_BASE: dict[str, Any] = {
+    "name": "fuzz-live", "environment": "local", "policies": ["gesscale", "static"],
+    "local": {"day_s": 150, "nodes": 6, "node_cpu": 0.25, "control_period_s": 10, "warmup_s": 10},
+    "sim_policies": ["gesscale"], "repeats": 2, "compare": [["gesscale", "static"]], "order_seed": 7,
+}
+LOCAL_EXTRA = [("local", k) for k in ("strategy", "rides_per_day", "peak_load", "start_hour", "drain_timeout_s",
+                                      "query", "wan", "site", "port_shift")] + [("latency_map",)]
+POLICY_PAIRS = st.sampled_from([["gesscale", "static"], ["static", "gesscale"], ["gesscale", "gesscale"],
+                                ["gesscale", "nope"], ["gesscale"], [["gesscale"], "static"], "gesscale,static",
+                                [{"a": 1}, "static"], ["x" * 3000, "static"]])
+
+
+@st.composite
+def local_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """`environment: local` specs: the `local:` keys (DemoOptions), repeats, compare, order_seed, latency_map."""
+    doc = draw(mutated(LOCAL_BASE, LOCAL_EXTRA))
+    if draw(st.booleans()):
+        doc["compare"] = draw(st.lists(POLICY_PAIRS, max_size=3) | hostile)
+    if draw(st.integers(0, 3)) == 0:
+        doc["latency_map"] = draw(st.sampled_from(["map.yaml", "MISSING.yaml", "", "x" * 5000]) | hostile)
+    return doc
+
+
+# -- GESSCALE_* environment variables (gesscale/brokers/security.py, the job's token) ---------------------------
+# Values as the environment can hold them: any text but NUL, undecodable bytes arrive as lone surrogates.
+ENV_TEXTS = (st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=20)
+             | st.sampled_from(["", " ", "1", "0", "true", "yes", "TRUE", "ssl", "SASL_SSL", " SSL", "sasl_ssl\n",
+                                "ſsl", "plaın", "ﬁle", "\udcff", "a\nb", "x" * 5000, "é", "\u202e", "\t"]))
+# File roles the env strategy may name (the test maps each to a real path: see `env_files`).
+ENV_FILE_ROLES = ["ok", "ok", "cert", "missing", "dir", "fifo", "/dev/zero", "/dev/null", "binary", "nul", "crlf",
+                  "empty", "huge", "unreadable"]
+KAFKA_VARS = ["SECURITY_PROTOCOL", "SASL_MECHANISM", "USERNAME", "PASSWORD", "PASSWORD_FILE", "CA_FILE",
+              "CERT_FILE", "KEY_FILE"]
+MQTT_VARS = ["TLS", "USERNAME", "PASSWORD", "PASSWORD_FILE", "CA_FILE", "CERT_FILE", "KEY_FILE"]
+
+
+@st.composite
+def env_settings(draw: st.DrawFn, kind: str) -> dict[str, str]:
+    """`GESSCALE_KAFKA_*` or `GESSCALE_MQTT_*` variables; a file variable holds a role (`@ok`, `@fifo`, ...) that
+    the test replaces by a path, or any text."""
+    names = KAFKA_VARS if kind == "KAFKA" else MQTT_VARS
+    choices = {
+        "SECURITY_PROTOCOL": st.sampled_from(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "sasl_ssl"]),
+        "SASL_MECHANISM": st.sampled_from(["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "plain", "GSSAPI"]),
+        "TLS": st.sampled_from(["1", "0", "true", "no", "on"]),
+        "USERNAME": st.sampled_from(["alice", "bob"]),
+        "PASSWORD": st.sampled_from(["pw-SECRET-1", "hunter2-SECRET"]),
+    }
+    env = {}
+    for name in draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names))):
+        if name.endswith("FILE") and draw(st.integers(0, 4)):
+            value = "@" + draw(st.sampled_from(ENV_FILE_ROLES))
+        elif name in choices and draw(st.booleans()):
+            value = draw(choices[name])
+        else:
+            value = draw(ENV_TEXTS)
+        env[f"GESSCALE_{kind}_{name}"] = value
+    return env

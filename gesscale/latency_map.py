@@ -52,6 +52,7 @@ import numpy as np
 
 from gesscale.errors import UserError, brief
 from gesscale.events import EventSchedule, FogEvent, parse_event
+from gesscale.inputfile import check_regular
 from gesscale.names import check_name
 from gesscale.rtt_table import (
     ChangedRtts,
@@ -942,20 +943,23 @@ def _read_matrix(ref: Any, names: list[str], index: dict[str, int], tolerance: f
     tolerance); an exactly symmetric matrix stays a memory map, another is averaged into memory.
     """
     if not isinstance(ref, str) or not ref.endswith(".npy"):
-        raise UserError(f"{source}: rtt_matrix must name a .npy file, got {ref!r}")
+        raise UserError(f"{source}: rtt_matrix must name a .npy file, got {brief(ref)}")
     path = Path(ref) if Path(ref).is_absolute() or base_dir is None else Path(base_dir) / ref
     try:
+        check_regular(path, "rtt_matrix")  # a FIFO would block the open, a device never end
         mat = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError(f"{source}: rtt_matrix {path} not found") from None
-    except (ValueError, OSError) as err:
-        raise UserError(f"{source}: rtt_matrix {path} is not a readable .npy file ({err})") from None
+    except UserError as err:
+        raise UserError(f"{source}: {err}") from None
+    except (ValueError, OSError, EOFError) as err:  # EOFError: an empty or cut file
+        raise UserError(f"{source}: rtt_matrix {path} is not a readable .npy file ({brief(str(err))})") from None
     n = len(names)
     if mat.ndim != 2 or mat.shape != (n, n):
-        raise UserError(f"{source}: rtt_matrix {path} is {'x'.join(map(str, mat.shape))}, the map has {n} nodes "
-                        f"(expected {n}x{n})")
-    integer = np.issubdtype(mat.dtype, np.integer)
-    if not integer and not np.issubdtype(mat.dtype, np.floating):
+        shape = "x".join(map(str, mat.shape)) or "a single value"
+        raise UserError(f"{source}: rtt_matrix {path} is {shape}, the map has {n} nodes (expected {n}x{n})")
+    # Plain integers (microseconds) or floats (ms) only: a bool, a timedelta (numpy counts it an integer), a
+    # date, text or a record is not an RTT.
+    integer = mat.dtype.kind in "iu"
+    if mat.dtype.kind not in "iuf":
         raise UserError(f"{source}: rtt_matrix {path} holds {mat.dtype}: give float ms or integer microseconds")
     scale = 1000.0 if integer else 1.0
     exact = True

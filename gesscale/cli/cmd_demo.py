@@ -116,11 +116,11 @@ def register(app: typer.Typer) -> None:
                                                 "fog nodes and their RTTs (default: "
                                                 f"{DEMO_MAP.relative_to(ROOT)}, docs/testbed.md)."),
         node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu",
-                                       help="CPU budget of each fog node in cores (cgroup)."),
+                                       help="CPU budget of each fog node in cores (cgroup; 0.01-1)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
-        day: float = typer.Option(_D.day_s, "--day", help="Seconds one taxi day is compressed into (run longer with "
-                                  "a larger value)."),
+        day: float = typer.Option(_D.day_s, "--day", help="Seconds one taxi day is compressed into (30-86400; run "
+                                  "longer with a larger value)."),
         rides_per_day: int = typer.Option(None, "--rides-per-day", help="Synthetic rides in the day (x3 records) "
                                            "[default: sized from what one node sustains, see --peak-load]."),
         peak_load: float = typer.Option(_D.peak_load, "--peak-load", help="Without --rides-per-day: the day's "

@@ -100,7 +100,9 @@ def _path(value: Any, key: str, base: Path, where: str) -> Path:
 
 
 def _mapping(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = data.get(key) or {}
+    value = data.get(key)
+    if value is None:
+        return {}
     if not isinstance(value, dict):
         raise UserError(f"{where}: '{key}' must be a mapping, got {brief(value)}")
     return value
@@ -126,16 +128,47 @@ def _pairs(raw: Any, policies: tuple[str, ...], where: str) -> tuple[tuple[str, 
     """`compare: [[a, b], ...]`: pairs of two different policies of the spec."""
     if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 for p in raw):
         raise UserError(f"{where}: 'compare' must be a list of pairs of policies, e.g. [[gesscale, mdl-nlunaware]]; "
-                        f"got {raw!r}")
+                        f"got {brief(raw)}")
     out = []
     for a, b in raw:
         for p in (a, b):
-            if p not in policies:
-                raise UserError(f"{where}: compare: {p!r} is not among the policies ({', '.join(policies)})")
+            if not isinstance(p, str) or p not in policies:
+                raise UserError(f"{where}: compare: {brief(p)} is not among the policies ({', '.join(policies)})")
         if a == b:
             raise UserError(f"{where}: compare: a pair needs two different policies, got [{a}, {b}]")
         out.append((str(a), str(b)))
     return tuple(out)
+
+
+def _local_options(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The `local:` mapping, key by key: every number within the demo's declared range (`LOCAL_RANGES`, the
+    same as its flags), the controller's two by their declaration (gesscale/config.py), the others by kind."""
+    from gesscale.options import controller_option
+    from gesscale.testbed.demo import LOCAL_RANGES, STRATEGIES
+
+    check_keys(raw, LOCAL_KEYS, where)
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in LOCAL_RANGES:
+            lo, hi, integer = LOCAL_RANGES[key]
+            out[key] = None if value is None and key == "rides_per_day" else number(
+                raw, key, None, where, lo=lo, hi=hi, integer=integer)
+        elif key in ("control_period_s", "warmup_s"):
+            out[key] = controller_option(key).check(value, where)
+        elif key == "strategy" and value not in STRATEGIES:
+            raise UserError(f"{where}: 'strategy' must be one of {', '.join(STRATEGIES)}, got {brief(value)}")
+        elif key == "wan" and not isinstance(value, bool):
+            raise UserError(f"{where}: 'wan' must be true or false, got {brief(value)}")
+        elif key == "site" and value is not None:
+            out[key] = check_name("node", value, f"{where}: site")
+        elif key == "query" and (not isinstance(value, str) or not value.strip() or len(value) > 4096
+                                 or any(ord(c) < 32 for c in value)):
+            # the query itself is loaded when the run starts (loading it may import code)
+            raise UserError(f"{where}: 'query' must be a built-in query, a file.py:function or a module:function, "
+                            f"got {brief(value)}")
+        else:
+            out[key] = value
+    return out
 
 
 def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
@@ -147,8 +180,7 @@ def _local_spec(data: dict[str, Any], where: str, root: Path) -> ExperimentSpec:
             raise UserError(f"{where}: '{key}' is not taken by environment: local (the demo replays the synthetic "
                             "taxi day; its options go in 'local')")
     check_keys(data, LOCAL_SPEC_KEYS, where)
-    local = _mapping(data, "local", where)
-    check_keys(local, LOCAL_KEYS, f"{where}: local")
+    local = _local_options(_mapping(data, "local", where), f"{where}: local")
     lmap = _path(data["latency_map"], "latency_map", root, where) if "latency_map" in data else None
     try:
         DemoOptions(**local, latency_map=lmap).validate()

@@ -9,6 +9,7 @@ measured) and the twin against the run (`gesscale.fidelity`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -20,13 +21,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gesscale.errors import UserError
+from gesscale.errors import UserError, brief
 from gesscale.options import controller_option
 from gesscale.workloads import TAXI_HOURLY_SHARE, taxi_mean_rate
 
 DUPLICATION = 3  # each ride is sent three times (distinct keys), as in Gesscale's experiments
 SIM_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
 WARMUP_RECORDS = 500
+STRATEGIES = ("live", "restart")
+# The declared range (lo, hi, whole number) of every number of the demo, checked for its flags and for an
+# experiment file's `local:` (gesscale/experiment/spec.py) alike; `control_period_s` and `warmup_s` are
+# controller options, declared in gesscale/config.py.
+LOCAL_RANGES: dict[str, tuple[float, float, bool]] = {
+    "nodes": (1, 9, True),
+    "node_cpu": (0.01, 1, False),  # cores; a cgroup quota below 1 % of a core is not schedulable
+    "day_s": (30, 86400, False),  # at most a real day: the replay is never slower than the trace
+    "rides_per_day": (100, 10**9, True),
+    "peak_load": (1, 9, False),
+    "probe_s": (5, 3600, False),
+    "start_hour": (0, 23, True),
+    "drain_timeout_s": (0, 86400, False),
+    "port_shift": (0, 800, True),  # the testbed's ports stay in 15000-15999
+}
+FLAGS = {"nodes": "--nodes", "node_cpu": "--node-cpu", "day_s": "--day", "rides_per_day": "--rides-per-day",
+         "peak_load": "--peak-load", "probe_s": "--probe", "start_hour": "--start-hour",
+         "drain_timeout_s": "--drain-timeout", "port_shift": "port_shift"}
+RANGE_NOTES = {"nodes": " (fog1..fog9 on 127.0.0.31-39)", "node_cpu": " cores", "day_s": " s",
+               "peak_load": " (times what one node sustains)", "probe_s": " s", "drain_timeout_s": " s"}
 
 
 @dataclass
@@ -95,21 +116,20 @@ class DemoOptions:
         return "taxi," + ",".join(f"{k}={v}" for k, v in self.workload().items() if k != "kind")
 
     def validate(self) -> None:
-        """UserError for values the demo cannot run with."""
-        if not 1 <= self.nodes <= 9:
-            raise UserError("--nodes must be between 1 and 9 (fog1..fog9 on 127.0.0.31-39)")
-        if not 0 < self.node_cpu <= 1:
-            raise UserError("--node-cpu must be in (0, 1] cores")
-        if self.day_s < 30:
-            raise UserError("--day must be at least 30 s")
-        if self.rides_per_day is not None and self.rides_per_day < 100:
-            raise UserError("--rides-per-day must be at least 100")
-        if not 1 <= self.peak_load <= 9:
-            raise UserError("--peak-load must be between 1 and 9 (times what one node sustains)")
-        if self.probe_s < 5:
-            raise UserError("--probe must be at least 5 s")
-        if not 0 <= self.start_hour <= 23:
-            raise UserError("--start-hour must be 0..23")
+        """UserError for values the demo cannot run with: every number within its declared range
+        (`LOCAL_RANGES`), the strategy one of `STRATEGIES`."""
+        for key, (lo, hi, integer) in LOCAL_RANGES.items():
+            value = getattr(self, key)
+            if value is None:  # rides_per_day: sized after the warm-up
+                continue
+            bad = (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+                   or not lo <= value <= hi or (integer and value != int(value)))
+            if bad:
+                what = "a whole number" if integer else "a number"
+                raise UserError(f"{FLAGS[key]} must be {what} between {lo:g} and {hi:g}{RANGE_NOTES.get(key, '')}, "
+                                f"got {brief(value)}")
+        if self.strategy not in STRATEGIES:
+            raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {brief(self.strategy)}")
 
 
 class Producer:

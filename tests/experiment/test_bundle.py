@@ -55,7 +55,7 @@ def test_local_spec_is_checked_before_anything_starts() -> None:
     assert spec.sim_policies == ("gesscale", "thr-nlaware")
     with pytest.raises(UserError, match="local: unknown key 'days'"):
         spec_from_dict({"environment": "local", "policies": ["gesscale"], "local": {"days": 1}}, "exp.yaml", ROOT)
-    with pytest.raises(UserError, match="--nodes must be between 1 and 9"):
+    with pytest.raises(UserError, match=r"exp.yaml: local: 'nodes' must be in \[1, 9\], got 12"):
         spec_from_dict({"environment": "local", "policies": ["gesscale"], "local": {"nodes": 12}}, "exp.yaml", ROOT)
 
 

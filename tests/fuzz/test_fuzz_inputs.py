@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gesscale.errors import UserError, one_line
@@ -204,3 +205,96 @@ def test_the_caps_stop_a_hang_and_a_runaway_allocation() -> None:
     with pytest.raises(MemoryError), capped():
         bytearray(512 * 2**20)
 
+
+
+def _matrix_file(folder: Any, matrix: tuple[str, Any], ref: Any) -> Any:
+    """Write the drawn matrix as `m.npy` in `folder`; the reference `rtt_matrix:` gives (relative to the folder)."""
+    import os
+
+    import numpy as np
+
+    kind, content = matrix
+    if kind == "array":
+        np.save(folder / "m.npy", content, allow_pickle=False)
+    else:
+        (folder / "m.npy").write_bytes(content)
+    if ref == "FIFO":
+        os.mkfifo(folder / "p.npy")
+        return "p.npy"
+    if ref == "DIR":
+        (folder / "d.npy").mkdir()
+        return "d.npy"
+    return "m.npy" if ref == "FILE" else ref
+
+
+@given(matrix=s.rtt_matrices(), ref=s.matrix_refs(), tolerance=st.sampled_from([None, 0, 0.5, 1.0, -1, math.nan]))
+# Found and fixed (each failed before): an empty file raised EOFError; a timedelta matrix (numpy counts it an
+# integer) raised TypeError; a FIFO hung the load.
+@example(matrix=("bytes", b""), ref="FILE", tolerance=None)
+@example(matrix=("array", np.zeros((3, 3), dtype="timedelta64[us]")), ref="FILE", tolerance=None)
+@example(matrix=("array", np.zeros((3, 3))), ref="FIFO", tolerance=None)
+def test_fuzz_rtt_matrix(tmp_path_factory: pytest.TempPathFactory, matrix: tuple[str, Any], ref: Any,
+                         tolerance: Any) -> None:
+    """A latency map whose RTTs are a `.npy` matrix (`rtt_matrix:`): any dtype, shape, damaged cell or file."""
+    from gesscale.latency_map import MAX_RTT_MS, latency_map_from_dict
+
+    folder = tmp_path_factory.mktemp("npy")
+    data: dict[str, Any] = {"nodes": ["a", "b", "c"], "rtt_matrix": _matrix_file(folder, matrix, ref)}
+    if tolerance is not None:
+        data["symmetry_tolerance_ms"] = tolerance
+    kind, lmap = outcome(lambda: latency_map_from_dict(data, "map.yaml", base_dir=folder))
+    if kind == "ok":
+        for a, b in itertools.product(lmap.names, repeat=2):
+            assert _within(lmap.rtt(a, b), 0, MAX_RTT_MS), (a, b, lmap.rtt(a, b))
+            assert lmap.rtt(a, b) == lmap.rtt(b, a) and (a != b or lmap.rtt(a, b) == 0)
+
+
+def check_local_spec(spec: Any) -> None:
+    """An `environment: local` spec that loaded holds only values inside the declared ranges."""
+    from gesscale.experiment.spec import MAX_REPEATS
+    from gesscale.options import controller_option
+    from gesscale.testbed.demo import LOCAL_RANGES
+
+    assert 1 <= spec.repeats <= MAX_REPEATS and isinstance(spec.repeats, int)
+    assert spec.order_seed is None or (isinstance(spec.order_seed, int) and 0 <= spec.order_seed < 2**32)
+    for a, b in spec.compare:
+        assert a != b and a in spec.policies and b in spec.policies
+    assert not spec.compare or spec.repeats >= 2
+    for key, value in spec.local.items():
+        if key in LOCAL_RANGES:
+            lo, hi, integer = LOCAL_RANGES[key]
+            assert _within(value, lo, hi) and not isinstance(value, bool), (key, value)
+            assert not integer or isinstance(value, int), (key, value)
+    for key in ("control_period_s", "warmup_s"):
+        if key in spec.local:
+            opt = controller_option(key)
+            assert _within(spec.local[key], opt.lo, opt.hi), (key, spec.local[key])
+    assert isinstance(spec.local.get("wan", True), bool)
+    assert spec.local.get("strategy", "live") in ("live", "restart")
+    assert isinstance(spec.local.get("query", "q"), str) and isinstance(spec.local.get("site") or "s", str)
+    assert spec.latency_map is None or spec.latency_map.is_file()
+
+
+@given(data=s.local_specs())
+# Found and fixed (each was taken before): ports beyond 65535, a day of 1e300 s, 2.5 nodes, a control period
+# of 'abc', a query that is a number, wan: 'no' (a true string), strategy 'banana', `local: 0` as no options;
+# a long `compare` value was quoted whole (a 1,000-character line).
+@example(data={**s.LOCAL_BASE, "local": {"port_shift": 99999}})
+@example(data={**s.LOCAL_BASE, "local": {"day_s": 1e300}})
+@example(data={**s.LOCAL_BASE, "local": {"nodes": 2.5}})
+@example(data={**s.LOCAL_BASE, "local": {"control_period_s": "abc"}})
+@example(data={**s.LOCAL_BASE, "local": {"query": 5}})
+@example(data={**s.LOCAL_BASE, "local": {"wan": "no"}})
+@example(data={**s.LOCAL_BASE, "local": {"strategy": "banana"}})
+@example(data={**s.LOCAL_BASE, "local": 0})
+@example(data={**s.LOCAL_BASE, "compare": [["a " * 400, "static"]]})
+def test_fuzz_local_spec(tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any]) -> None:
+    """Experiment specs of `environment: local`: `local:` keys, repeats, compare, order_seed, latency_map."""
+    from gesscale.experiment.spec import spec_from_dict
+
+    base = tmp_path_factory.getbasetemp() / "local-spec"
+    base.mkdir(exist_ok=True)
+    (base / "map.yaml").write_text(yaml.safe_dump(s.MAP))
+    kind, spec = outcome(lambda: spec_from_dict(data, "x.yaml", base))
+    if kind == "ok":
+        check_local_spec(spec)

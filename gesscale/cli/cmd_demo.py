@@ -19,7 +19,7 @@ from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.testbed import DEMO_MAP
-from gesscale.testbed.demo import DemoOptions
+from gesscale.testbed.demo import LOCAL_RANGES, DemoOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,6 +102,12 @@ def _print_report(report: dict) -> None:
 _D = DemoOptions()  # the defaults, written once (gesscale.testbed.demo)
 
 
+def _range(key: str) -> dict[str, float]:
+    """typer's min/max of a demo flag: the range declared once in `LOCAL_RANGES` (also an experiment's `local:`)."""
+    lo, hi, integer = LOCAL_RANGES[key]
+    return {"min": int(lo), "max": int(hi)} if integer else {"min": lo, "max": hi}
+
+
 def register(app: typer.Typer) -> None:
     """Add the `demo` command."""
 
@@ -110,27 +116,29 @@ def register(app: typer.Typer) -> None:
     def demo(
         out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for the report, the PNGs and the logs."),
         report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
-        nodes: int = typer.Option(_D.nodes, "--nodes",
+        nodes: int = typer.Option(_D.nodes, "--nodes", **_range("nodes"),
                                    help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
         latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="Latency map naming the "
                                                 "fog nodes and their RTTs (default: "
                                                 f"{DEMO_MAP.relative_to(ROOT)}, docs/testbed.md)."),
-        node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu",
-                                       help="CPU budget of each fog node in cores (cgroup; 0.01-1)."),
+        node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu", **_range("node_cpu"),
+                                       help="CPU budget of each fog node in cores (cgroup)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
-        day: float = typer.Option(_D.day_s, "--day", help="Seconds one taxi day is compressed into (30-86400; run "
-                                  "longer with a larger value)."),
-        rides_per_day: int = typer.Option(None, "--rides-per-day", help="Synthetic rides in the day (x3 records) "
-                                           "[default: sized from what one node sustains, see --peak-load]."),
-        peak_load: float = typer.Option(_D.peak_load, "--peak-load", help="Without --rides-per-day: the day's "
-                                        "peak as a multiple of the records/s one node sustains, measured in the "
-                                        "warm-up (2 needs about three nodes)."),
-        probe: float = typer.Option(_D.probe_s, "--probe", help="Without --rides-per-day: keep one node saturated "
-                                    "at least this long (s) before measuring what it sustains."),
-        start_hour: int = typer.Option(_D.start_hour, "--start-hour",
+        day: float = typer.Option(_D.day_s, "--day", **_range("day_s"),
+                                  help="Seconds one taxi day is compressed into (run longer with a larger value)."),
+        rides_per_day: int = typer.Option(None, "--rides-per-day", **_range("rides_per_day"),
+                                           help="Synthetic rides in the day (x3 records) [default: sized from what "
+                                           "one node sustains, see --peak-load]."),
+        peak_load: float = typer.Option(_D.peak_load, "--peak-load", **_range("peak_load"),
+                                        help="Without --rides-per-day: the day's peak as a multiple of the records/s "
+                                        "one node sustains, measured in the warm-up (2 needs about three nodes)."),
+        probe: float = typer.Option(_D.probe_s, "--probe", **_range("probe_s"),
+                                    help="Without --rides-per-day: keep one node saturated at least this long (s) "
+                                    "before measuring what it sustains."),
+        start_hour: int = typer.Option(_D.start_hour, "--start-hour", **_range("start_hour"),
                                         help="Hour of the day the replay starts at (0-23)."),
-        drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout",
+        drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout", **_range("drain_timeout_s"),
                                             help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
                                          "the run's simulated twin, beside the live policy (also for "

@@ -113,7 +113,10 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     """Scenario documents (docs/scenarios.md), valid and not."""
     kind = draw(st.sampled_from(sorted(_KIND_BASES)))
     workload_keys = [("workload", k) for k in WORKLOAD_KEYS[kind]]
-    return draw(mutated(base_scenario(kind), [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys]))
+    base = base_scenario(kind)
+    if draw(st.integers(0, 2)) == 0:  # the map in a file beside the scenario (the YAML test writes map.yaml)
+        base["cluster"] = {"latency_map": "map.yaml", "min_replicas": 1, "max_replicas": 3}
+    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys]))
 
 
 LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")
@@ -122,10 +125,21 @@ LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")
 @st.composite
 def latency_maps(draw: st.DrawFn) -> dict[str, Any]:
     """Latency map documents: nodes, RTTs, defaults, link properties, changes."""
-    base = {**copy.deepcopy(MAP), "default_rtt_ms": 30, "link_defaults": {"jitter_ms": 1, "loss_pct": 0},
-            "changes": [{"t_s": 600, "node": "a", "add_rtt_ms": 10}]}
+    listed = {**copy.deepcopy(MAP), "default_rtt_ms": 30, "link_defaults": {"jitter_ms": 1, "loss_pct": 0},
+              "changes": [{"t_s": 600, "node": "a", "add_rtt_ms": 10}]}
     extra = [("link_defaults", k) for k in LINK_KEYS] + [("derive",), ("geo",), ("symmetry_tolerance_ms",)]
-    return draw(mutated(base, extra))
+    if draw(st.booleans()):
+        return draw(mutated(listed, extra))
+    return draw(mutated(GEO_MAP, [*extra, ("links", "a", "c"), ("nodes", "a", "region")]))
+
+
+# Nodes with coordinates and regions, RTTs derived from them (one pair given), per-link properties.
+GEO_MAP: dict[str, Any] = {
+    "nodes": {"a": {"lat": 50.1, "lon": 8.7, "region": "fra"}, "b": {"lat": 48.1, "lon": 11.6},
+              "c": {"lat": 52.5, "lon": 13.4, "region": "ber"}},
+    "derive": "geo", "geo": {"stretch": 2.0, "base_ms": 1.0}, "rtt_ms": {"a": {"b": 12}},
+    "links": {"a": {"b": {"jitter_ms": 1, "loss_pct": 0.5, "bandwidth_mbit": 100}}},
+}
 
 
 @st.composite
@@ -266,17 +280,20 @@ def rtt_matrices(draw: st.DrawFn, n: int = 3) -> tuple[str, Any]:
 
     import numpy as np
 
+    def hostile_part() -> bool:  # each part of the file is damaged one time in four, so a third are valid
+        return draw(st.integers(0, 3)) == 0
+
     if draw(st.integers(0, 9)) == 0:
         return "bytes", draw(st.sampled_from(MATRIX_FILES))
-    size = draw(st.sampled_from([n, n, n, n - 1, n + 1, 0]))
+    size = draw(st.sampled_from([n - 1, n + 1, 0])) if hostile_part() else n
     ms = np.zeros((size, size))
     for i in range(size):
         for j in range(i + 1, size):
             ms[i, j] = ms[j, i] = draw(st.sampled_from([10.0, 15.5, 20.0, 0.5, 9999.0]))
-    for _ in range(draw(st.integers(0, 2)) if size else 0):
+    for _ in range(draw(st.integers(1, 2)) if size and hostile_part() else 0):
         i, j = draw(st.integers(0, size - 1)), draw(st.integers(0, size - 1))
         ms[i, j] = draw(st.sampled_from(MATRIX_CELLS))
-    dtype = np.dtype(draw(st.sampled_from(MATRIX_DTYPES)))
+    dtype = np.dtype(draw(st.sampled_from(MATRIX_DTYPES if hostile_part() else MATRIX_DTYPES[:8])))
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         if dtype.names:
@@ -291,7 +308,7 @@ def rtt_matrices(draw: st.DrawFn, n: int = 3) -> tuple[str, Any]:
             arr = ms.astype(dtype)
         else:
             arr = ms.astype(dtype)
-    shape = draw(st.sampled_from(["same", "same", "same", "flat", "scalar", "3d", "fortran"]))
+    shape = draw(st.sampled_from(["flat", "scalar", "3d", "fortran"])) if hostile_part() else "same"
     if shape == "flat":
         arr = arr.reshape(-1)
     elif shape == "scalar":
@@ -306,9 +323,10 @@ def rtt_matrices(draw: st.DrawFn, n: int = 3) -> tuple[str, Any]:
 @st.composite
 def matrix_refs(draw: st.DrawFn) -> Any:
     """What `rtt_matrix:` names: the written file (`FILE`, replaced by the test), or a hostile reference."""
-    return draw(st.sampled_from(["FILE"] * 6 + ["missing.npy", "FIFO", "DIR", "/dev/zero.npy", "m.txt", ".npy",
-                                                "x" * 5000 + ".npy", "a\nb.npy", "../" * 40 + "m.npy"])
-                | hostile)
+    if draw(st.integers(0, 3)):
+        return "FILE"
+    return draw(st.sampled_from(["missing.npy", "FIFO", "DIR", "/dev/zero.npy", "m.txt", ".npy", "x" * 5000 + ".npy",
+                                 "a\nb.npy", "../" * 40 + "m.npy"]) | hostile)
 
 
 # -- the experiment spec of `environment: local` (gesscale/experiment/spec.py) ----------------------------------
@@ -370,3 +388,36 @@ def env_settings(draw: st.DrawFn, kind: str) -> dict[str, str]:
             value = draw(ENV_TEXTS)
         env[f"GESSCALE_{kind}_{name}"] = value
     return env
+
+
+# -- an Ansible inventory file (netem/hosts.py `load_inventory`) --------------------------------------------------
+INVENTORY_BASE: dict[str, Any] = {
+    "all": {
+        "vars": {"ansible_user": "pi", "netem_device": "eth0", "ansible_become": True},
+        "children": {"fog": {"hosts": {"pi01": {"ansible_host": "10.0.0.1"},
+                                       "pi02": {"ansible_host": "10.0.0.2", "ansible_port": 22}}}},
+    },
+}
+# Templates: the allowed forms, and forms that would run something on this machine if evaluated (the sentinel
+# text 'EVALUATED' only appears if one was).
+TEMPLATES = ["{{ inventory_dir }}/key", "{{ lookup('ansible.builtin.env', 'HOME') }}", "{{ ssh_known_hosts_file }}",
+             "{{ 'EVAL' ~ 'UATED' }}", "{{ lookup('pipe', 'echo EVAL''UATED') }}", "{% if true %}EVAL{% endif %}UATED",
+             "{{ 7 * 7 }}", "{{", "{# x #}", "{{ inventory_dir }}\n{{ 'EVAL' ~ 'UATED' }}"]
+INVENTORY_EXTRA = [("all", "vars", k) for k in ("ansible_ssh_private_key_file", "netem_address", "netem_python",
+                                                "ssh_known_hosts_file", "ansible_connection")]
+
+
+@st.composite
+def inventories(draw: st.DrawFn) -> dict[str, Any]:
+    """Inventory documents: hostile values and templates in host variables, host and group names added."""
+    doc = draw(mutated(INVENTORY_BASE, INVENTORY_EXTRA))
+    for _ in range(draw(st.integers(0, 2))):
+        host = draw(st.sampled_from(["pi01", "pi02"]))
+        hosts: Any = doc
+        for key in ("all", "children", "fog", "hosts"):
+            hosts = hosts.get(key) if isinstance(hosts, dict) else None
+        if isinstance(hosts, dict) and isinstance(hosts.get(host), dict):
+            key = draw(st.sampled_from(["ansible_host", "ansible_user", "ansible_ssh_private_key_file",
+                                        "netem_device", "ansible_port"]))
+            hosts[host][key] = draw(st.sampled_from(TEMPLATES))
+    return doc

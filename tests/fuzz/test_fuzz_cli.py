@@ -178,3 +178,19 @@ def test_fuzz_option_values(spec: Any, text: str) -> None:
     assert spec.lo is None or value >= spec.lo, (spec.name, text, value)
     assert spec.hi is None or value <= spec.hi, (spec.name, text, value)
     assert spec.kind == "bool" or spec.hi is not None, f"{spec.name} declares no upper bound"
+
+
+@pytest.mark.usefixtures("bodies_reach")
+@pytest.mark.parametrize("argv", [["--day", "1e9"], ["--peak-load", "1e300"], ["--probe", "1e12"],
+                                  ["--drain-timeout", "1e15"], ["--rides-per-day", "999999999999"],
+                                  ["--start-hour", "24"]])
+def test_demo_numbers_beyond_their_declared_range_are_refused(argv: list[str],
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the local-spec property: the demo's numbers had no upper bound (a day of 1e9 s was taken); the
+    flags now carry the ranges of `LOCAL_RANGES`, so the fuzz above checks them too."""
+    try:
+        code = main(["demo", *argv])
+    except ReachedBody:
+        pytest.fail(f"demo {' '.join(argv)} was taken")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("gesscale: error: ") and argv[0] in err, err

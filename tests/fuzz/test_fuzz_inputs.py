@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from hypothesis import example, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from gesscale.errors import UserError, one_line
@@ -34,9 +34,13 @@ def outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
     """("ok", value) or ("error", message); any exception other than `UserError` fails the example."""
     with capped():
         try:
-            return "ok", fn()
+            value = fn()
         except UserError as err:
             message = one_line(str(err))  # as the CLI prints it
+        else:
+            event("accepted")  # `--hypothesis-show-statistics` gives the share of valid and refused documents
+            return "ok", value
+    event("refused")
     assert "\n" not in message, message[:500]
     assert len(message) < MAX_LINE, message[:500]
     assert "Traceback" not in message
@@ -85,6 +89,7 @@ def test_fuzz_scenario_yaml(tmp_path_factory: pytest.TempPathFactory, data: st.D
     text = data.draw(s.yaml_with_aliases(data.draw(s.scenarios())))
     path = tmp_path_factory.mktemp("yaml") / f"s{next(_counter)}.yaml"
     path.write_text(text)
+    (path.parent / "map.yaml").write_text(yaml.safe_dump(s.MAP))
     kind, value = outcome(lambda: load_scenario(path))
     if kind == "ok":
         check_scenario(value)
@@ -98,6 +103,9 @@ def test_fuzz_latency_map(data: dict[str, Any]) -> None:
     if kind == "ok":
         for a, b in itertools.combinations(lmap.names, 2):
             assert _within(lmap.rtt(a, b), 0, MAX_RTT_MS)
+        for node in lmap.nodes.values():
+            assert node.lat is None or _within(node.lat, -90, 90)
+            assert node.lon is None or _within(node.lon, -180, 180)
 
 
 @given(st.dictionaries(st.sampled_from(["ansible_host", "netem_address", "ansible_port", "ansible_user",
@@ -113,6 +121,23 @@ def test_fuzz_inventory_host(hostvars: dict[str, Any], name: str) -> None:
     kind, host = outcome(lambda: host_from_vars(name, hostvars))
     if kind == "ok":
         assert 1 <= host.port <= 65535
+
+
+@given(data=s.inventories())
+def test_fuzz_inventory_file(tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any]) -> None:
+    """A whole inventory file, as `netem plan` reads it: hosts with valid names and values, or one line; no
+    template other than the allowed forms is ever evaluated."""
+    from gesscale.names import is_name
+    from netem.hosts import load_inventory
+
+    path = tmp_path_factory.mktemp("inv") / "hosts.yml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    kind, hosts = outcome(lambda: load_inventory(path))
+    if kind == "ok":
+        for name, host in hosts.items():
+            assert is_name("host", name), name
+            assert "EVALUATED" not in repr(host) and "49" not in str(host.address), host
+            assert 1 <= host.port <= 65535
 
 
 @given(s.experiment_specs())

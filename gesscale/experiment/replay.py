@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError, brief, cut
-from gesscale.experiment.spec import ExperimentSpec
+from gesscale.experiment.spec import MAX_SEEDS, ExperimentSpec
+from gesscale.names import check_name
+from gesscale.schema import number
+
+# A replay is named `<name>-replay`: the name is cut so that the whole stays a valid name (63 characters).
+REPLAY_NAME_CHARS = 63 - len("-replay")
 
 
 def _read(path: Path) -> Any:
@@ -131,9 +136,15 @@ def _spec_of_bundle(bundle: Path, extra_policies: Sequence[str], trust_code: boo
     events = doc.get("events") or []
     if not isinstance(events, list):
         raise UserError(f"{where}: 'events' is not a list")
-    return ExperimentSpec(name=f"{doc['name']}-replay", environment="sim", scenario_path=scenario,
-                          policies=tuple(policies), seeds=int(doc["seeds"]), latency_map=latency_map,
-                          workload=workload, control_period_s=doc.get("control_period_s"),
+    # The name, seeds and period are checked as in an experiment file: the name becomes file names, a period of
+    # NaN or 10^308 seeds would be run as given.
+    name = check_name("experiment", doc.get("name"), f"{where}: name")
+    seeds = number(doc, "seeds", None, where, lo=1, hi=MAX_SEEDS, integer=True)
+    period = None if doc.get("control_period_s") is None else number(doc, "control_period_s", None, where, lo=1,
+                                                                      hi=86400)
+    return ExperimentSpec(name=f"{name[:REPLAY_NAME_CHARS]}-replay", environment="sim", scenario_path=scenario,
+                          policies=tuple(policies), seeds=seeds, latency_map=latency_map,
+                          workload=workload, control_period_s=period,
                           controller=controller_from_dict(doc.get("controller") or {}, f"{where}: controller",
                                                           exclude=("seed", "min_replicas", "max_replicas",
                                                                    "control_period_s")),

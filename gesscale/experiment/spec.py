@@ -47,6 +47,7 @@ BUILT = ("sim", "local")
 LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "latency_map", "repeats", "compare",
                    "order_seed")  # environment: local
 MAX_REPEATS = 20  # the exact sign-flip test enumerates 2^blocks sign assignments
+MAX_SEEDS = 100  # runs per policy of a simulated experiment
 LOCAL_KEYS = ("day_s", "nodes", "node_cpu", "strategy", "rides_per_day", "peak_load", "start_hour",
               "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
 
@@ -230,8 +231,9 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
     scenario = _path(data["scenario"], "scenario", root, where)
     plugins: dict[str, tuple[str, str]] = {}
     policies = _policy_list(data.get("policies"), "policies", where, plugins)
-    seeds = number(data, "seeds", 1, where, lo=1, hi=100, integer=True)
-    period = None if "control_period_s" not in data else number(data, "control_period_s", None, where, lo=1)
+    seeds = number(data, "seeds", 1, where, lo=1, hi=MAX_SEEDS, integer=True)
+    period = None if "control_period_s" not in data else number(data, "control_period_s", None, where, lo=1,
+                                                                hi=86400)  # as a scenario's (gesscale/scenario.py)
     # The same declaration as the command line and scenario files (gesscale.options); the cluster's size and
     # the period come from the scenario and `control_period_s`, the seed from `seeds`.
     controller = controller_from_dict(_mapping(data, "controller", where), f"{where}: controller",

@@ -173,14 +173,30 @@ def rate_csvs(draw: st.DrawFn) -> bytes:
     return draw(st.sampled_from([data, gzip.compress(data), b"\x00\xff" + data, data * 3]))
 
 
+BUNDLE_SPEC: dict[str, Any] = {
+    "name": "fuzz", "environment": "sim", "scenario_path": "s.yaml", "policies": ["static"], "seeds": 1,
+    "latency_map": None, "workload": None, "control_period_s": None, "controller": {}, "policy_options": {},
+    "model": None, "plugins": {},
+}
+# The manifest of a bundle carrying its scenario; "HASH" stands for the copy's SHA-256 (the test computes it).
+BUNDLE_MANIFEST: dict[str, Any] = {"format": 2, "inputs": {"scenario": {"file": "inputs/scenario.yaml",
+                                                                        "sha256": "HASH"}}}
+CARRIED_FILES = ["inputs/scenario.yaml", "../outside.yaml", "/etc/hostname", "inputs/../../outside.yaml", "inputs",
+                 "inputs/missing.yaml", "inputs/fifo", "x" * 5000, "a\x00b", "", "inputs/link-out"]
+
+
 @st.composite
-def bundle_specs(draw: st.DrawFn) -> str:
-    """A bundle's spec.resolved.json: a spec as `experiment run` writes it, mutated, or not a mapping."""
-    base = {"name": "fuzz", "environment": "sim", "scenario_path": "s.yaml", "policies": ["static"], "seeds": 1,
-            "latency_map": None, "workload": None, "control_period_s": None, "controller": {},
-            "policy_options": {}, "model": None}
-    doc = draw(mutated(base) | nested())
-    return json.dumps(doc, default=str)
+def bundles(draw: st.DrawFn) -> tuple[str, str]:
+    """(spec.resolved.json, manifest.json) texts of a bundle: as `experiment run` writes them, mutated, carried
+    files named anywhere (outside the bundle, a FIFO, a link out), or not JSON objects at all."""
+    spec = draw(nested() if draw(st.integers(0, 5)) == 0 else mutated(BUNDLE_SPEC, [("plugins", "fuzz-plugin")]))
+    manifest = draw(nested() if draw(st.integers(0, 5)) == 0 else mutated(
+        BUNDLE_MANIFEST, [("inputs", "latency_map"), ("inputs", "model"), ("inputs", "plugin:fuzz-plugin")]))
+    if isinstance(manifest, dict) and isinstance(manifest.get("inputs"), dict) and draw(st.integers(0, 2)) == 0:
+        role = draw(st.sampled_from(["scenario", "latency_map", "model"]))
+        manifest["inputs"][role] = {"file": draw(st.sampled_from(CARRIED_FILES)),
+                                    "sha256": draw(st.sampled_from(["HASH", "0" * 64, None]))}
+    return json.dumps(spec, default=str), json.dumps(manifest, default=str)
 
 
 PLUGIN_BODIES = [

@@ -10,6 +10,7 @@ loaders (the C loader and the pure-Python one agree).
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -140,7 +141,8 @@ def test_fuzz_inventory_file(tmp_path_factory: pytest.TempPathFactory, data: dic
             assert 1 <= host.port <= 65535
 
 
-@given(s.experiment_specs())
+@given(data=s.experiment_specs())
+@example(data={"scenario": "s.yaml", "policies": ["static"], "control_period_s": 1e300})  # was taken (no upper end)
 def test_fuzz_experiment_spec(tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any]) -> None:
     from gesscale.experiment.spec import spec_from_dict
 
@@ -149,7 +151,10 @@ def test_fuzz_experiment_spec(tmp_path_factory: pytest.TempPathFactory, data: di
     (base / "s.yaml").write_text(yaml.safe_dump(s.base_scenario("steps")))
     kind, spec = outcome(lambda: spec_from_dict(data, "x.yaml", base))
     if kind == "ok":
-        assert spec.seeds >= 1 and spec.policies
+        from gesscale.experiment.spec import MAX_SEEDS
+
+        assert 1 <= spec.seeds <= MAX_SEEDS and spec.policies
+        assert spec.control_period_s is None or _within(spec.control_period_s, 1, 86400), spec.control_period_s
 
 
 @given(s.state_texts())
@@ -177,14 +182,40 @@ def test_fuzz_rate_csv(tmp_path_factory: pytest.TempPathFactory, data: bytes) ->
         assert kind == "error" or all(math.isfinite(r) and r >= 0 for r in rates)
 
 
-@given(s.bundle_specs())
-def test_fuzz_bundle(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
-    from gesscale.experiment.replay import spec_of_bundle
+@given(files=s.bundles())
+# Found and fixed (each was taken before): a name that is no name (-1, '../x'), 10^308 seeds, a period of NaN.
+@example(files=(json.dumps({**s.BUNDLE_SPEC, "name": "../x"}), json.dumps(s.BUNDLE_MANIFEST)))
+@example(files=(json.dumps({**s.BUNDLE_SPEC, "seeds": 1e308}), json.dumps(s.BUNDLE_MANIFEST)))
+@example(files=(json.dumps({**s.BUNDLE_SPEC, "control_period_s": math.nan}), json.dumps(s.BUNDLE_MANIFEST)))
+def test_fuzz_bundle(tmp_path_factory: pytest.TempPathFactory, files: tuple[str, str]) -> None:
+    """A bundle to replay: its spec and manifest damaged, its carried files anywhere. An accepted one reads only
+    files inside the bundle with the recorded hash, and holds only values a run may take."""
+    import os
 
-    bundle = tmp_path_factory.mktemp("bundle")
-    (bundle / "spec.resolved.json").write_text(text)
-    (bundle / "s.yaml").write_text(yaml.safe_dump(s.base_scenario("steps")))
-    outcome(lambda: spec_of_bundle(bundle))
+    from gesscale.experiment.manifest import sha256
+    from gesscale.experiment.replay import spec_of_bundle
+    from gesscale.names import is_name
+    from gesscale.policies.base import policy_ids
+
+    root = tmp_path_factory.mktemp("bundle")
+    bundle = root / "b"
+    (bundle / "inputs").mkdir(parents=True)
+    scenario = bundle / "inputs" / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(s.base_scenario("steps")))
+    (root / "outside.yaml").write_text(yaml.safe_dump(s.base_scenario("steps")))
+    os.mkfifo(bundle / "inputs" / "fifo")
+    (bundle / "inputs" / "link-out").symlink_to(root / "outside.yaml")
+    spec_text, manifest_text = files
+    (bundle / "spec.resolved.json").write_text(spec_text)
+    (bundle / "manifest.json").write_text(manifest_text.replace("HASH", sha256(scenario)))
+    kind, spec = outcome(lambda: spec_of_bundle(bundle))
+    if kind == "ok":
+        for path in (spec.scenario_path, spec.latency_map, spec.model):
+            assert path is None or path.resolve().is_relative_to(bundle.resolve()), path
+        assert isinstance(spec.seeds, int) and 1 <= spec.seeds <= 100, spec.seeds
+        assert spec.control_period_s is None or _within(spec.control_period_s, 1, 86400), spec.control_period_s
+        assert is_name("experiment", spec.name), spec.name
+        assert set(spec.policies) <= set(policy_ids()), spec.policies
 
 
 @given(s.plugins())

@@ -1,0 +1,25 @@
+"""The fuzz budget names every property of the folder, and only those (tests/fuzz/conftest.py)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+from tests.fuzz.conftest import BUDGET
+
+
+def _properties() -> set[str]:
+    names = set()
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if mod.name.startswith("test_"):
+            module = importlib.import_module(f"tests.fuzz.{mod.name}")
+            names |= {n for n, f in vars(module).items() if getattr(f, "is_hypothesis_test", False)
+                      and n.startswith("test_") and f.__module__ == module.__name__}
+    return names
+
+
+def test_every_property_has_a_budget() -> None:
+    props = _properties()
+    assert props - set(BUDGET) == set(), "budget these properties in tests/fuzz/conftest.py"
+    assert set(BUDGET) - props == set(), "these budgeted properties no longer exist"

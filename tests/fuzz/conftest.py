@@ -56,6 +56,7 @@ BUDGET: dict[str, int] = {
     "test_fuzz_mqtt_security_env": 200,
     "test_fuzz_tansu_bin": 100,
     "test_fuzz_job_token": 100,
+    "test_fuzz_k3s_token": 100,
 }
 
 

@@ -143,3 +143,16 @@ def test_fuzz_job_token(token: str) -> None:
 
 def test_the_env_roles_are_all_mapped(env_files: dict[str, Any]) -> None:
     assert set(s.ENV_FILE_ROLES) <= set(env_files)
+
+
+@given(token=s.ENV_TEXTS | st.sampled_from(["0123456789abcdef", "0123456789abcde\n", "SECRET-0123456789"]))
+def test_fuzz_k3s_token(monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    """`GESSCALE_K3S_TOKEN`, which the inventories read with an env lookup: `provision --plan` says whether it is
+    set, missing or too short, in one line that never shows it (the k3s template quotes it with to_json)."""
+    from netem.provision_plan import _token, _Values
+
+    monkeypatch.setenv("GESSCALE_K3S_TOKEN", token)
+    line = _token(_Values(None, {"k3s_token": "{{ lookup('ansible.builtin.env', 'GESSCALE_K3S_TOKEN') }}"}))
+    assert "\n" not in line and "SECRET" not in line
+    assert line.startswith("token ") and ("MISSING" in line) == (not token) and ("TOO SHORT" in line) == (
+        0 < len(token) < 16)

@@ -9,7 +9,7 @@ or one small document (an option, an environment, a YAML text) get the most, the
 and folders per example (a bundle, an inventory read by Ansible, a scenario through the YAML loaders and the
 simulator's checks) fewer. Every property is listed (`test_budget.py` checks it), so a new one is budgeted
 on purpose. GESSCALE_FUZZ_EXAMPLES=N gives every property N examples instead (a longer local run).
-Measured figures (2 cores shared, `ci` profile): see tests/README.md, "Fuzzing".
+Measured figures (2 cores shared, `ci` profile): tests/README.md, "Fuzzing".
 """
 
 from __future__ import annotations

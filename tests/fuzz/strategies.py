@@ -166,11 +166,16 @@ def rate_csvs(draw: st.DrawFn) -> bytes:
     """Rate CSV files (t_s,rate): text with hostile cells, binary, gzip, or no header."""
     import gzip
 
-    rows = draw(st.lists(st.tuples(numbers | texts, numbers | texts), min_size=0, max_size=6))
-    header = draw(st.sampled_from(["t_s,rate", "t_s, rate", "rate", "", "t_s,rate,extra"]))
+    # A valid file (increasing times, rates of at least 0) with one cell in three replaced by a hostile one.
+    times = sorted(draw(st.sets(st.integers(0, 7200), min_size=1, max_size=6)))
+    rows = [(t, draw(st.floats(0, 1e4))) if draw(st.integers(0, 2)) else (draw(numbers | texts), draw(numbers | texts))
+            for t in times]
+    header = "t_s,rate" if draw(st.booleans()) else draw(st.sampled_from(["t_s, rate", "rate", "", "t_s,rate,extra"]))
     text = "\n".join([header, *(f"{a},{b}" for a, b in rows)]) + "\n"
     data = text.encode("utf-8", "surrogatepass")
-    return draw(st.sampled_from([data, gzip.compress(data), b"\x00\xff" + data, data * 3]))
+    if draw(st.booleans()):
+        return data
+    return draw(st.sampled_from([gzip.compress(data), b"\x00\xff" + data, data * 3]))
 
 
 BUNDLE_SPEC: dict[str, Any] = {

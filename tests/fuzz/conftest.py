@@ -57,6 +57,8 @@ BUDGET: dict[str, int] = {
     "test_fuzz_tansu_bin": 100,
     "test_fuzz_job_token": 100,
     "test_fuzz_k3s_token": 100,
+    # the fog events of a map (a small schema)
+    "test_fuzz_fog_events": 150,
 }
 
 
@@ -76,6 +78,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         test = getattr(item, "obj", None)
         if not getattr(test, "is_hypothesis_test", False) or "tests/fuzz/" not in item.nodeid:
             continue
+        if getattr(test, "_hypothesis_internal_settings_applied", False):
+            continue  # its own @settings (hypothesis refuses a second one); test_budget.py asks for a BUDGET entry
         n = examples_for(item.originalname)
         if n is not None:
             settings(settings.default, max_examples=n)(test)
+            test.gesscale_budgeted = True  # (test_budget.py tells this from an own @settings)

@@ -1,19 +1,19 @@
 """The fog events schema fuzzed by property (issue 32): any list of entries, valid or not, is taken with every
 number inside its declared range and a schedule that answers at any time, or refused with one `UserError` line;
-never another exception, a hang or a runaway allocation. A small example budget: the schema is small."""
+never another exception, a hang or a runaway allocation. A small example budget (150, `BUDGET` in conftest.py):
+the schema is small."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 
 from tests.fuzz import strategies as s
 from tests.fuzz.test_fuzz_inputs import _within, outcome
 
 
-@settings(max_examples=150)
 @given(s.fog_events())
 def test_fuzz_fog_events(entries: list[Any]) -> None:
     from gesscale.events import MAX_CHURN_RATE_PER_H, MAX_EVENT_S, MAX_FLAP_PERIOD_S, MAX_SEED

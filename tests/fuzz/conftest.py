@@ -57,6 +57,7 @@ BUDGET: dict[str, int] = {
     "test_fuzz_tansu_bin": 100,
     "test_fuzz_job_token": 100,
     "test_fuzz_k3s_token": 100,
+    "test_fuzz_figure_formats": 300,
     # the fog events of a map (a small schema)
     "test_fuzz_fog_events": 150,
 }

@@ -156,3 +156,21 @@ def test_fuzz_k3s_token(monkeypatch: pytest.MonkeyPatch, token: str) -> None:
     assert "\n" not in line and "SECRET" not in line
     assert line.startswith("token ") and ("MISSING" in line) == (not token) and ("TOO SHORT" in line) == (
         0 < len(token) < 16)
+
+
+@given(value=st.one_of(st.text(max_size=60),
+                       st.lists(st.sampled_from(["png", "svg", "pdf", "PNG", " pdf", "jpeg", "", "ſvg"]),
+                                max_size=5).map(",".join)))
+def test_fuzz_figure_formats(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GESSCALE_FIGURE_FORMATS: a subset of png, svg, pdf that holds png (in that order), or one line naming the
+    variable."""
+    from gesscale.figures import FORMATS, FORMATS_ENV, formats
+
+    if "\x00" in value:
+        return  # the environment cannot hold NUL
+    monkeypatch.setenv(FORMATS_ENV, value)
+    kind, got = outcome(formats)
+    if kind == "ok":
+        assert got[0] == "png" and set(got) <= set(FORMATS) and list(got) == [f for f in FORMATS if f in got]
+    else:
+        assert got.startswith(FORMATS_ENV), got

@@ -39,6 +39,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -90,6 +91,16 @@ class RunMetrics:
         d = asdict(self)
         return {k: int(d[k]) if k in COUNT_KEYS else float(d[k]) for k in METRIC_KEYS}
 
+
+
+def _p95(delays: np.ndarray) -> float:
+    """The 95th percentile of the per-second delays; inf when it falls among seconds without capacity (numpy's
+    interpolation between two infinite values gives NaN and a RuntimeWarning)."""
+    if not delays.size:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        value = float(np.percentile(delays, 95))
+    return math.inf if math.isnan(value) and np.isinf(delays).any() else value
 
 def _sign_changes(x: np.ndarray) -> np.ndarray:
     return np.sign(np.diff(x.astype(float)))
@@ -176,7 +187,7 @@ def compute_metrics(
         jitter=float((supply_changes - demand_changes) / (T / 3600.0)),
         avg_replicas=float(s.mean()),
         max_backlog=float(b.max()) if b.size else 0.0,
-        p95_delay_s=float(np.percentile(q, 95)) if q.size else 0.0,
+        p95_delay_s=_p95(q),
         mean_delay_s=float(q.mean()) if q.size else 0.0,
         late_share=late_share(arrivals, departures, DRAIN_S / dt) if arrivals is not None and departures is not None
         else 0.0,

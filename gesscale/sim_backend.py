@@ -278,7 +278,7 @@ class SimBackend(Backend):
             proc_a[i] = done
             back_a[i] = backlog
             sup_a[i] = n
-            delay_a[i] = pause_left + backlog * inv_mst
+            delay_a[i] = pause_left + (backlog * inv_mst if backlog > 0 else 0.0)  # nothing queued: no wait (0·inf)
             inp_sum += inp
             proc_sum += done
         self.backlog, self.pause_left, self.serve_left, self.t = backlog, pause_left, serve_left, t1

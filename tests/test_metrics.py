@@ -52,6 +52,18 @@ def test_p95_delay() -> None:
     assert run()["p95_delay_s"] == pytest.approx(4.0)
 
 
+def test_p95_delay_among_seconds_without_capacity_is_inf_without_a_warning() -> None:
+    """Seconds with a backlog and no capacity wait forever; numpy interpolating between two of them gave NaN and a
+    RuntimeWarning on the demo's screen (thr-nlunaware on a run's twin)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = compute_metrics(DEMAND, SUPPLY, dt=60.0, completion_s=600.0, supply_until_completion=SUPPLY,
+                            backlog=[0] * 7 + [5] * 3, delay=[0] * 7 + [float("inf")] * 3, reconfigurations=0)
+    assert m.p95_delay_s == float("inf")
+
+
 def test_keys_are_the_contract() -> None:
     assert tuple(run()) == METRIC_KEYS
 

@@ -102,6 +102,8 @@ def mutated(draw: st.DrawFn, base: dict[str, Any], extra_paths: list[tuple[Any, 
     return doc
 
 
+_RECONFIG = [("operator", "reconfig", kind, key) for kind in ("up", "down")
+             for key in ("effective_s", "pause_s", "observation_gap_s")]
 _CONTROLLER = [("controller", f) for f in ControllerConfig.__dataclass_fields__ if f != "recommend_only"]
 _POLICY_OPTIONS = [("policy_options", "optimal", "bins"), ("policy_options", "optimal", "max_delay_s"),
                    ("policy_options", "keda-lag", "lag_threshold"), ("policy_options", "static", "replicas"),
@@ -116,7 +118,10 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     base = base_scenario(kind)
     if draw(st.integers(0, 2)) == 0:  # the map in a file beside the scenario (the YAML test writes map.yaml)
         base["cluster"] = {"latency_map": "map.yaml", "min_replicas": 1, "max_replicas": 3}
-    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys]))
+    if draw(st.booleans()):  # a twin's measured reconfiguration timing (gesscale/twin.py)
+        base["operator"]["reconfig"] = {"up": {"effective_s": 40, "pause_s": 7, "observation_gap_s": 45},
+                                        "down": {"effective_s": 8, "pause_s": 4}}
+    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG]))
 
 
 LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")

@@ -65,6 +65,9 @@ def check_scenario(sc: Any) -> None:
     assert _within(t.gamma, 0, 1e9) and _within(t.noise, 0, 0.999999)
     assert 1 <= sc.min_replicas <= t.initial_replicas <= sc.max_replicas <= len(sc.latency_map.names)
     assert _within(sc.seed, 0, MAX_SEED)
+    for timing in (getattr(t, "reconfig", None) or {}).values():  # the twin's measured timing, consistent
+        assert _within(timing.pause_s, 0, 3600) and _within(timing.effective_s, timing.pause_s, 3600)
+        assert timing.observation_gap_s is None or _within(timing.observation_gap_s, timing.effective_s, 3600)
     for key, value in sc.workload.items():
         if key not in ("kind", "path", "levels"):
             assert isinstance(value, int | float) and math.isfinite(value), (key, value)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ from rich.table import Table
 
 from gesscale.cli.controller_flags import single_flag
 from gesscale.cli.query_option import checked_query, query_option
+from gesscale.cli.signals import sigterm_as_interrupt
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
@@ -49,16 +48,6 @@ def _params(backend: str, overrides: dict[str, Any]) -> Any:
         if bad:
             raise UserError(f"--{k.replace('_', '-')} out of range: {v}")
     return replace(base, **given)
-
-
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM ends the run like Ctrl-C does (teardown in `finally`)."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):
-        signal.signal(signal.SIGTERM, handler)
 
 
 def register(app: typer.Typer) -> None:
@@ -166,7 +155,7 @@ def register(app: typer.Typer) -> None:
             opts.validate()
             _check_out(out)
             title = f"Capacity probe on the local testbed ({node_cpu:g} core per fog node)"
-            _sigterm_as_interrupt()
+            sigterm_as_interrupt()
             console.print(f"measuring {len(configs)} configurations: "
                           + "; ".join(",".join(c) for c in configs))
 

@@ -163,13 +163,12 @@ def register(app: typer.Typer) -> None:
         if simulated_only:
             _simulated(out, seeds, scenario, sim_policies)
             return
-        import contextlib
-        import signal
 
         from rich.console import Console
         from rich.live import Live
 
         from gesscale.backend import STRATEGIES
+        from gesscale.cli.signals import sigterm_as_interrupt
         from gesscale.errors import UserError
         from gesscale.policies.base import make_policy, parse_policy_list
         from gesscale.testbed.demo import run_demo
@@ -187,11 +186,7 @@ def register(app: typer.Typer) -> None:
         parse_policy_list(sim_policies)
         query = checked_query(query)
 
-        def interrupt(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt
-
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, interrupt)
+        sigterm_as_interrupt()
         console = Console(soft_wrap=True)
         live_view = LiveView(f"gesscale demo: {policy} ({strategy}) on {nodes} fog nodes")
         listeners = [live_view.on_step]

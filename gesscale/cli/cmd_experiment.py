@@ -44,7 +44,10 @@ def register(app: typer.Typer) -> None:
         if force and resume:
             raise UserError("--force and --resume exclude each other")
         if exp.environment == "local":
+            from gesscale.cli.signals import sigterm_as_interrupt
             from gesscale.experiment.live import run_live_experiment
+
+            sigterm_as_interrupt()  # `kill PID` stops it like Ctrl-C: the run's testbed is torn down, --resume goes on
 
             paths = run_live_experiment(exp, out, ["gesscale", *sys.argv[1:]],
                                         say=lambda m: err.print(m, markup=False, highlight=False), force=force,

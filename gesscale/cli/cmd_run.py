@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -12,20 +10,11 @@ import typer
 
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
+from gesscale.cli.signals import sigterm_as_interrupt
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
 BACKENDS = ("local",)
-
-
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM ends the run like Ctrl-C does (teardown in `finally`), never as an abrupt exit."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):
-        signal.signal(signal.SIGTERM, handler)
 
 
 def register(app: typer.Typer) -> None:
@@ -134,7 +123,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"--reset-state: the previous state is kept as {kept}")
         else:
             read_state(state_path)  # a damaged state is reported now, before a testbed is brought up
-        _sigterm_as_interrupt()
+        sigterm_as_interrupt()
         owned = testbed is None
         if owned:
             names = lmap.names[:nodes]

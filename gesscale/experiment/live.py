@@ -54,16 +54,19 @@ class _ModelView:
 
 def live_metrics(rows: list[dict[str, Any]], report: dict[str, Any]) -> dict[str, Any]:
     """A live run's figures: the job's accounting (records produced, processed, lost, duplicated), the
-    reconfigurations with their measured pauses, and from the periods the mean replicas and the peak backlog."""
-    replicas = [r["replicas"] for r in rows]
-    period = (report.get("options") or {}).get("control_period_s")
+    reconfigurations with their measured pauses, the replicas' cost over time (`gesscale.fidelity.resources`:
+    replica-minutes from the input's start until completion, and the time-weighted mean replicas, the
+    simulator's `cost` and the twin's), and the peak backlog."""
+    from gesscale.fidelity import resources
+
+    cost = resources(report.get("periods") or [])
     return {
         **{k: report.get(k) for k in ("produced", "processed", "lost", "duplicated", "unprocessed", "basis")},
         "reconfigurations": len(report.get("reconfigurations", [])),
         "pauses_s": [r.get("pause_s") for r in report.get("reconfigurations", [])],
-        "avg_replicas": sum(replicas) / len(replicas) if replicas else None,
-        # the resources used: replicas x the period, summed over the periods the controller ran
-        "replica_minutes": sum(replicas) * float(period) / 60.0 if replicas and period else None,
+        "avg_replicas": cost["avg_replicas"],
+        "replica_minutes": cost["replica_minutes"],
+        "span_s": cost["span_s"],  # from the input's start until completion: what replica_minutes covers
         "max_backlog": max((r["backlog"] for r in rows), default=None),
         "periods": len(rows),
         "timings_s": report.get("timings_s"),

@@ -3,6 +3,8 @@ log fed from the model summary a live listener receives (the live runs themselve
 
 from __future__ import annotations
 
+import pytest
+
 from gesscale.experiment.bundle import DecisionLog
 from gesscale.experiment.live import _ModelView, live_metrics
 from gesscale.mape import StepRecord
@@ -21,8 +23,24 @@ def test_live_metrics_from_periods_and_report() -> None:
     report = {"produced": 100, "processed": 100, "lost": 0, "duplicated": 0,
               "reconfigurations": [{"pause_s": 41.0}, {"pause_s": 63.5}]}
     m = live_metrics(rows, report)
-    assert m["avg_replicas"] == 2.0 and m["max_backlog"] == 250.0 and m["reconfigurations"] == 2
+    assert m["max_backlog"] == 250.0 and m["reconfigurations"] == 2
     assert m["pauses_s"] == [41.0, 63.5] and m["lost"] == 0
+    assert m["replica_minutes"] is None and m["avg_replicas"] is None  # no periods in the report: cannot tell
+
+
+def test_live_replica_minutes_pay_for_the_time_a_reconfiguration_blocked_the_loop() -> None:
+    # A scale-up from 1 to 3 replicas at 20 s blocks the loop until 80 s (the new executors start inside their
+    # budgets); the input ends at 80 s and the backlog is gone at 90 s. Three replicas were paid for 70 s.
+    periods = [{"time_s": 20.0, "period_s": 10.0, "replicas": ["a"], "backlog": 100.0, "extra": {"input_total": 1000}},
+               {"time_s": 80.0, "period_s": 10.0, "replicas": ["a", "b", "c"], "backlog": 50.0,
+                "extra": {"input_total": 2000}},
+               {"time_s": 90.0, "period_s": 10.0, "replicas": ["a", "b", "c"], "backlog": 0.0,
+                "extra": {"input_total": 2000}}]
+    rows = [{"replicas": len(p["replicas"]), "backlog": p["backlog"]} for p in periods]
+    m = live_metrics(rows, {"periods": periods, "options": {"control_period_s": 10.0}, "reconfigurations": [{}]})
+    assert m["replica_minutes"] == pytest.approx((1 * 10 + 3 * 60 + 3 * 10) / 60.0)  # from t0 = 10 s to 90 s
+    assert m["span_s"] == pytest.approx(80.0)
+    assert m["avg_replicas"] == pytest.approx(220.0 / 80.0)  # time-weighted, not the mean of 3 periods (2.33)
 
 
 def test_decision_log_predicts_from_the_summary_before_the_period() -> None:

@@ -44,11 +44,15 @@ class StandIn:
         if probed:  # run_demo sizes the day from its probe and keeps the figure in the options
             opts.rides_per_day = 4321
         block = int(opts.out.name.rsplit("-b", 1)[1])
+        periods = []
         for i in range(6):  # one replica for two periods, then the policy's count
             record = _record(10.0 * (i + 1), REPLICAS[opts.policy] if i > 1 else 1, 100.0 + block, 1.0)
             for listener in opts.listeners:
                 listener(record, None)
+            periods.append({"time_s": 10.0 * (i + 1), "period_s": 10.0, "replicas": list(record.observation.replicas),
+                            "backlog": 0.0, "extra": {"input_total": 100 * (i + 1)}})
         return {"produced": 600, "processed": 600, "lost": 0, "duplicated": 0, "calibrated_scenario": _twin(opts),
+                "periods": periods,
                 "reconfigurations": [{"pause_s": 10.0}] * (1 + block % 2),
                 "load": {"rides_per_day": opts.rides_per_day, "chosen": "probe" if probed else "given"},
                 "options": {"control_period_s": 10.0}, "network": {"emulated": False}}
@@ -101,6 +105,7 @@ def test_repeats_run_in_blocks_on_one_sized_day_with_statistics(tmp_path: Path) 
     assert len(metrics["runs"]) == 9 and len(digests) == 1
     stats = metrics["statistics"]
     # gesscale: 1+1+2+2+2+2 = 10 replica-periods of 10 s; mdl-nlunaware: 1+1+3+3+3+3 = 14 -> -40/60 per block
+    # (the input runs from 0 to 60 s and the backlog is 0 at every period, so the run completes at 60 s)
     g = stats["per_policy"]["gesscale"]["replica_minutes"]
     assert g["value"] == pytest.approx(10 / 6) and g["n"] == 3
     pair = stats["pairs"][0]

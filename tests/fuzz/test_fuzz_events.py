@@ -1,8 +1,8 @@
 """The fog events schema fuzzed by property (issue 32): any list of entries, valid or not, is taken with every
 number inside its declared range and a schedule that answers at any time, or refused with one `UserError` line;
 never another exception, a hang or a runaway allocation. A map taken gives the userspace engine valid link tables
-whose outages hold down the pairs the schedule holds down, at the same times, edges included. A small example budget (150, `BUDGET` in conftest.py):
-the schema is small."""
+whose outages hold down the pairs the schedule holds down, at the same times, edges included. A small example
+budget (150 each, `BUDGET` in conftest.py): the schema is small."""
 
 from __future__ import annotations
 

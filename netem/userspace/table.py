@@ -85,10 +85,14 @@ class Outages:
 
     def down_at(self, t: float) -> bool:
         """Whether the link is down at map time `t` (a window's end and a flap's down phase end are up)."""
-        k = bisect_right(self._starts, t)
-        if k and t < self.windows[k - 1][1]:
-            return True
-        return any(f.from_s <= t < f.until_s and (t - f.from_s) % f.period_s < f.down_s for f in self.flaps)
+        if self._starts:
+            k = bisect_right(self._starts, t)
+            if k and t < self.windows[k - 1][1]:
+                return True
+        for f in self.flaps:  # noqa: SIM110 (a loop, not a generator per packet)
+            if f.from_s <= t < f.until_s and (t - f.from_s) % f.period_s < f.down_s:
+                return True
+        return False
 
     def to_dict(self) -> dict[str, Any]:
         """The link table's `down` and `flaps` keys (only those that hold something)."""

@@ -311,12 +311,14 @@ class LatencyMap:
             sched = origin._memo["events"] = EventSchedule(origin.events, origin.names)
         return sched
 
-    def unapplied_events(self, command: str) -> str | None:
-        """The warning a command that does not apply fog events yet prints for a map that has some (None: none)."""
-        if not self.events:
+    def unapplied_events(self, command: str, applied: Iterable[str] = ()) -> str | None:
+        """The warning a command prints for the fog events of this map it does not apply (None: none), the kinds
+        in `applied` left out (`gesscale netem` applies partitions and flaps)."""
+        left = [e for e in self.events if e.kind not in set(applied)]
+        if not left:
             return None
-        kinds = ", ".join(sorted({e.kind for e in self.events}))
-        return (f"{self.source}: {len(self.events)} fog event(s) ({kinds}) in changes: are not applied by "
+        kinds = ", ".join(sorted({e.kind for e in left}))
+        return (f"{self.source}: {len(left)} fog event(s) ({kinds}) in changes: are not applied by "
                 f"`gesscale {command}` (the simulator only, for now: docs/events.md)")
 
     def with_events(self, raw: Any, source: str, key: str = "events") -> LatencyMap:

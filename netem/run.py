@@ -6,6 +6,7 @@ functions directly with the same hosts and remote.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -42,10 +43,14 @@ def resolve(hosts: Mapping[str, Host], lmap: LatencyMap, remote: Remote, opts: O
 
 def userspace_service(hosts: Mapping[str, Host], lmap: LatencyMap, remote: Remote, opts: Options,
                       devices: Mapping[str, str] | None = None) -> UserspaceService:  # fmt: skip
-    """The userspace service for the map in force at `opts.at_s` (the map as written when None)."""
+    """The userspace service for the map in force at `opts.at_s` (the map as written when None).
+
+    The map's partitions and flaps follow the clock from now on: now is the map's time `opts.at_s` (0 when None),
+    so `t0_unix` = now - at_s. Its link changes do not (they take `apply --at T` again)."""
     check_tag(opts.tag)
     in_force = lmap if opts.at_s is None else lmap.at(opts.at_s)
-    plans = userspace_plans(in_force, hosts, opts.tag, opts.reorder, opts.queue_bypass)
+    t0_unix = time.time() - (opts.at_s or 0.0)
+    plans = userspace_plans(in_force, hosts, opts.tag, opts.reorder, opts.queue_bypass, t0_unix)
     return UserspaceService(hosts, plans, remote, devices).with_python(opts.python)
 
 
@@ -70,8 +75,18 @@ def clear_userspace_tag(hosts: Mapping[str, Host], remote: Remote, opts: Options
     return removed
 
 
+def down_pairs(lmap: LatencyMap, engine: str, at_s: float | None) -> set[frozenset[str]]:
+    """The pairs the emulation holds down at map time `at_s` (0 when None): the map's partitions and flaps in
+    force then, for the userspace engine (the kernel engine applies none)."""
+    if engine != "userspace":
+        return set()
+    return lmap.schedule().down_pairs(at_s or 0.0)
+
+
 def measure(hosts: Mapping[str, Host], lmap: LatencyMap, remote: Remote, engine: str, count: int,
-            tolerance_ms: float, tolerance_pct: float, interval_s: float = 0.2) -> Validation:  # fmt: skip
-    """Ping all pairs and judge them against the map."""
+            tolerance_ms: float, tolerance_pct: float, interval_s: float = 0.2,
+            at_s: float | None = None) -> Validation:  # fmt: skip
+    """Ping all pairs and judge them against the map in force at `at_s`: a pair down then (a partition, a flap's
+    down phase) passes when no echo comes back."""
     return validate(lmap, ping_pairs(hosts, lmap.names, remote, count, interval_s), engine, tolerance_ms,
-                    tolerance_pct)  # fmt: skip
+                    tolerance_pct, down_pairs(lmap, engine, at_s))  # fmt: skip

@@ -5,7 +5,9 @@ of the RTT, and the loss, from per-echo times (`ping` without `-q`). A pair pass
 max(tolerance_ms, tolerance_pct x RTT) of the configured RTT and its loss is within what chance allows: the
 configured round-trip loss 1-(1-p)^2 plus 3 binomial standard deviations plus one echo. The jitter is reported
 beside the value it should have (each direction uniform in ±jitter, so the RTT's standard deviation is
-jitter x sqrt(2/3)) but not judged: a few pings cannot pin a standard deviation down.
+jitter x sqrt(2/3)) but not judged: a few pings cannot pin a standard deviation down. A pair that the map holds
+down at the measured time (a partition, a flap's down phase: docs/events.md) is expected unreachable: it passes
+when no echo came back, and fails when one did.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class PairCheck:
     allowed_ms: float
     rtt_ok: bool
     loss_ok: bool
+    down: bool = False
 
     @property
     def measured_loss_pct(self) -> float:
@@ -84,19 +87,22 @@ class PairCheck:
 
 
 def check_pair(src: str, dst: str, lmap: LatencyMap, sent: int, times: list[float], tolerance_ms: float,
-               tolerance_pct: float) -> PairCheck:  # fmt: skip
-    """Judge one pair's ping against the map's link."""
+               tolerance_pct: float, down: bool = False) -> PairCheck:  # fmt: skip
+    """Judge one pair's ping against the map's link; a `down` pair (partitioned) against no reply at all."""
     link = lmap.link(src, dst)
     allowed = max(tolerance_ms, tolerance_pct / 100.0 * link.rtt_ms)
     median = statistics.median(times) if times else None
     p95 = _p95(times) if times else None
     stdev = statistics.pstdev(times) if len(times) > 1 else None
-    rtt_ok = median is not None and abs(median - link.rtt_ms) <= allowed
-    p = 1.0 - (1.0 - link.loss_pct / 100.0) ** 2
-    lost = sent - len(times)
-    loss_ok = sent > 0 and lost <= p * sent + 3.0 * math.sqrt(sent * p * (1 - p)) + 1.0
+    if down:
+        rtt_ok = loss_ok = sent > 0 and not times
+    else:
+        rtt_ok = median is not None and abs(median - link.rtt_ms) <= allowed
+        p = 1.0 - (1.0 - link.loss_pct / 100.0) ** 2
+        lost = sent - len(times)
+        loss_ok = sent > 0 and lost <= p * sent + 3.0 * math.sqrt(sent * p * (1 - p)) + 1.0
     return PairCheck(src, dst, link.rtt_ms, link.jitter_ms, link.loss_pct, sent, len(times), median, p95, stdev,
-                     allowed, rtt_ok, loss_ok)  # fmt: skip
+                     allowed, rtt_ok, loss_ok, down)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -118,15 +124,18 @@ class Validation:
         return {"engine": self.engine, "ok": self.ok,
                 "tolerance": {"rtt_ms": self.tolerance_ms, "rtt_pct": self.tolerance_pct,
                               "rule": "|median - rtt| <= max(rtt_ms, rtt_pct% of rtt); loss within "
-                                      "round-trip loss + 3 binomial sd + 1 echo"},
+                                      "round-trip loss + 3 binomial sd + 1 echo; a pair down (partition, flap) "
+                                      "passes with no reply"},
                 "pairs": [p.to_dict() for p in self.pairs]}  # fmt: skip
 
 
 def validate(lmap: LatencyMap, pings: Mapping[tuple[str, str], tuple[int, list[float]]], engine: str,
-             tolerance_ms: float = 2.0, tolerance_pct: float = 10.0) -> Validation:  # fmt: skip
-    """Checks of every measured pair, in map order."""
+             tolerance_ms: float = 2.0, tolerance_pct: float = 10.0,
+             down: set[frozenset[str]] | None = None) -> Validation:  # fmt: skip
+    """Checks of every measured pair, in map order; the pairs in `down` are expected unreachable."""
     order = {n: i for i, n in enumerate(lmap.names)}
-    pairs = tuple(check_pair(a, b, lmap, *pings[(a, b)], tolerance_ms, tolerance_pct)
+    cut = down or set()
+    pairs = tuple(check_pair(a, b, lmap, *pings[(a, b)], tolerance_ms, tolerance_pct, frozenset((a, b)) in cut)
                   for a, b in sorted(pings, key=lambda k: (order[k[0]], order[k[1]])))  # fmt: skip
     return Validation(pairs, tolerance_ms, tolerance_pct, engine)
 
@@ -139,9 +148,13 @@ def format_validation(v: Validation) -> str:
     lines = [f"{'src':<10} {'dst':<10} {'rtt':>7} {'median':>8} {'p95':>8} {'sd':>6} {'sd exp':>6} "
              f"{'loss':>6} {'lost':>6}  ok"]  # fmt: skip
     for p in v.pairs:
-        lines.append(f"{p.src:<10} {p.dst:<10} {p.rtt_ms:>7.2f} {f(p.median_ms):>8} {f(p.p95_ms):>8} "
-                     f"{f(p.stdev_ms):>6} {p.expected_stdev_ms:>6.2f} {p.loss_pct:>5.1f}% "
-                     f"{p.measured_loss_pct:>5.1f}%  {'yes' if p.ok else 'NO'}")  # fmt: skip
+        rtt = "down" if p.down else f"{p.rtt_ms:.2f}"
+        loss = "100.0%" if p.down else f"{p.loss_pct:.1f}%"
+        verdict = ("yes" if p.ok else "NO") + (" (down as configured)" if p.down and p.ok else
+                                               " (down, but replies came)" if p.down else "")  # fmt: skip
+        lines.append(f"{p.src:<10} {p.dst:<10} {rtt:>7} {f(p.median_ms):>8} {f(p.p95_ms):>8} "
+                     f"{f(p.stdev_ms):>6} {p.expected_stdev_ms:>6.2f} {loss:>6} "
+                     f"{p.measured_loss_pct:>5.1f}%  {verdict}")  # fmt: skip
     bad = sum(not p.ok for p in v.pairs)
     word = "PASS" if v.ok else f"FAIL ({bad} of {len(v.pairs)} pairs outside)"
     lines.append(f"verdict ({v.engine} engine): {word}, tolerance max({v.tolerance_ms:g} ms, {v.tolerance_pct:g}%)")

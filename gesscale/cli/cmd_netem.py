@@ -10,7 +10,7 @@ from rich.console import Console
 
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap, load_latency_map
-from netem.engines import check_engine, pick_engine, userspace_plans
+from netem.engines import LINK_EVENTS, check_engine, pick_engine, userspace_plans
 from netem.hosts import Host, hosts_for_map, load_inventory
 from netem.plan import MODES, NodePlan, iter_plans
 from netem.playbooks import run_playbook
@@ -40,10 +40,19 @@ _VIA_HELP = "fabric: gesscale's own parallel SSH. ansible: the netem role (playb
 
 def _load(inventory: Path, map_path: Path) -> tuple[dict[str, Host], LatencyMap]:
     lmap = load_latency_map(map_path)
-    if (note := lmap.unapplied_events("netem")) is not None:
+    if (note := lmap.unapplied_events("netem", applied=LINK_EVENTS)) is not None:
         typer.echo(f"gesscale: warning: {note}", err=True)
     hosts = hosts_for_map(load_inventory(inventory), lmap, str(inventory))
     return hosts, lmap
+
+
+def _kernel_note(lmap: LatencyMap) -> None:
+    """Warn that the kernel engine leaves the map's partitions and flaps out (only the userspace engine has them)."""
+    cut = [e for e in lmap.events if e.kind in LINK_EVENTS]
+    if cut:
+        kinds = ", ".join(sorted({e.kind for e in cut}))
+        typer.echo(f"gesscale: warning: {lmap.source}: {len(cut)} fog event(s) ({kinds}) in changes: are not applied "
+                   "by the kernel engine (the userspace engine applies them: docs/events.md)", err=True)
 
 
 def _ms(value: float) -> str:
@@ -127,6 +136,7 @@ def register(app: typer.Typer) -> None:
                 if script:
                     typer.echo(p.rules_text(), nl=False)
             return
+        _kernel_note(lmap)
         devices = {n: h.device or device for n, h in hosts.items()}
         plans = iter_plans(lmap, {n: h.address or "" for n, h in hosts.items()}, devices, mode, reorder=allow_reorder)
         for warning in lmap.warnings:
@@ -167,7 +177,9 @@ def register(app: typer.Typer) -> None:
                                           "pass undelayed instead of stalling them (only `netem health` tells)."),
         python: str | None = typer.Option(None, "--python", help=_PYTHON_HELP),
         at_s: float | None = typer.Option(None, "--at", help="Apply the map in force at this time (s) of its "
-                                          "changes: schedule; on running daemons only the values change."),
+                                          "changes: schedule; on running daemons only the values change. "
+                                          "Userspace: its partitions and flaps follow the clock from here (now is "
+                                          "map time T; 0 without --at)."),
     ) -> None:
         """Apply the plan on every host of the map (idempotent; same plan = no change).
 
@@ -186,10 +198,13 @@ def register(app: typer.Typer) -> None:
             if chosen == "userspace":
                 devices = NetemService(hosts, lmap, remote).devices() if needs_devices(lmap) else {}
                 out = userspace_service(hosts, lmap, remote, opts, devices).apply()
+                if any(e.kind in LINK_EVENTS for e in lmap.events):
+                    typer.echo(f"partitions and flaps: now is map time {at_s or 0:g} s; the daemons follow the clock")
                 for node, res in out.items():
                     typer.echo(f"{node:<12} {'applied' if res['changed'] else 'unchanged'} (daemon {res['daemon']}, "
                                f"pid {res['pid']})")
                 return
+            _kernel_note(lmap)
             if via == "ansible":
                 _run_role(Console(highlight=False), inventory, lmap, mode, "present")
                 return
@@ -280,7 +295,8 @@ def register(app: typer.Typer) -> None:
             "counted the packets (kernel engine, works in structural mode too)."
         ),  # fmt: skip
         engine: str = typer.Option("auto", "--engine", help="Engine named in the report (auto: as apply picks it)."),
-        at_s: float | None = typer.Option(None, "--at", help="Judge against the map in force at this time (s)."),
+        at_s: float | None = typer.Option(None, "--at", help="Judge against the map in force at this time (s); "
+                                          "userspace: a pair its partitions and flaps hold down then must not answer."),
         json_out: Path | None = typer.Option(None, "--json", help="Write every pair's check as JSON here."),
         png_out: Path | None = typer.Option(None, "--png", help="Write configured vs measured RTT as a PNG here."),
     ) -> None:
@@ -292,7 +308,7 @@ def register(app: typer.Typer) -> None:
         remote = HostRemote()
         try:
             chosen = resolve(hosts, lmap, remote, Options(engine))[0]
-            verdict = measure_pairs(hosts, lmap, remote, chosen, count, tolerance_ms, tolerance_pct)
+            verdict = measure_pairs(hosts, lmap, remote, chosen, count, tolerance_ms, tolerance_pct, at_s=at_s)
             hits = NetemService(hosts, lmap, remote, "structural").check_classes() if classes else []
         finally:
             remote.close()

@@ -8,6 +8,12 @@ wake the loop through a wakeup socket: SIGHUP re-reads the link table (new delay
 afterwards; a table with errors is refused and the old one kept; the counters file says which, at once),
 SIGTERM/SIGINT release every held packet and exit. Counters are rewritten twice a second.
 
+Outages (a partition or a flap, netem.userspace.table): a packet that reaches a link while the link is down, at
+its arrival's map time (monotonic clock shifted by the table's `t0_unix`), is dropped at once (NF_DROP, in the
+same buffer as the loss drops) and counted as `partitioned`, apart from the random loss (`dropped`). Packets
+held before the outage began still leave when due (they were past the cut). A link without outages costs one
+attribute test per packet.
+
 The queue has no bypass and no fail-open: while the daemon is away its links stall. When the socket's buffer
 overruns (ENOBUFS) the kernel has dropped packets; the daemon counts that (`overflows`) and logs it.
 """
@@ -27,7 +33,7 @@ from typing import Any
 
 from netem.userspace.launch import pid_file, stats_file
 from netem.userspace.model import ReleaseModel
-from netem.userspace.nfq import NfQueue
+from netem.userspace.nfq import NfQueue, Packet
 from netem.userspace.schedule import ReleaseQueue
 from netem.userspace.table import LinkTable, TableError, flow_key, load_table
 
@@ -60,6 +66,13 @@ def _raise_priority() -> str:
         return "default"
 
 
+def _t0_monotonic(table: LinkTable) -> float:
+    """The monotonic clock's reading at the table's map time 0 (arrival times are monotonic; 0 without outages)."""
+    if table.t0_unix is None:
+        return 0.0
+    return table.t0_unix - (time.time() - time.monotonic())
+
+
 class DelayDaemon:
     """One daemon: one queue, one link table, counters; see the module docstring."""
 
@@ -67,9 +80,10 @@ class DelayDaemon:
         self.config = Path(config)
         self.label = label
         self.table: LinkTable = load_table(self.config)
+        self._t0_mono = _t0_monotonic(self.table)
         self.model = ReleaseModel(self.table.reorder, seed)
-        self.counters = {"received": 0, "released": 0, "dropped": 0, "unmatched": 0, "overflows": 0, "reloads": 0,
-                         "verdict_errors": 0}  # fmt: skip
+        self.counters = {"received": 0, "released": 0, "dropped": 0, "partitioned": 0, "unmatched": 0,
+                         "overflows": 0, "reloads": 0, "verdict_errors": 0}  # fmt: skip
         self.reload_error: str | None = None
         self.held = ReleaseQueue()
         self._stop = False
@@ -94,23 +108,7 @@ class DelayDaemon:
                         wakeup.recv(64)
             arrived = queue.receive(RECEIVE_BATCH)
             if arrived:
-                table = self.table
-                by_mark = bool(table.mark_mask)
-                passed, lost = [], []
-                for pkt, at in arrived:
-                    header = pkt.payload
-                    link = table.classify(header, pkt.mark if by_mark else 0)
-                    if link is None:
-                        passed.append(pkt.packet_id)
-                        continue
-                    release = model.release_at(link, flow_key(header), at)
-                    if release is None:
-                        lost.append(pkt.packet_id)
-                    else:
-                        held.push(release, pkt.packet_id)
-                counters["received"] += len(arrived)
-                counters["unmatched"] += len(passed)
-                counters["dropped"] += len(lost)
+                passed, lost = self.admit(arrived)
                 if lost:
                     queue.drop(lost)
                 if passed:
@@ -127,6 +125,35 @@ class DelayDaemon:
             if now >= next_forget:
                 model.forget_before(now)
                 next_forget = now + FORGET_PERIOD_S
+
+    def admit(self, arrived: list[tuple[Packet, float]]) -> tuple[list[int], list[int]]:
+        """Sort packets just read (each with its monotonic arrival time): hold those of a link until their release
+        time, and return (ids to accept now: not ours, ids to drop now: lost, or their link is down)."""
+        table, model, held, counters = self.table, self.model, self.held, self.counters
+        by_mark = bool(table.mark_mask)
+        t0 = self._t0_mono
+        passed, lost = [], []
+        cut = 0
+        for pkt, at in arrived:
+            header = pkt.payload
+            link = table.classify(header, pkt.mark if by_mark else 0)
+            if link is None:
+                passed.append(pkt.packet_id)
+                continue
+            if link.outages is not None and link.outages.down_at(at - t0):
+                lost.append(pkt.packet_id)
+                cut += 1
+                continue
+            release = model.release_at(link, flow_key(header), at)
+            if release is None:
+                lost.append(pkt.packet_id)
+            else:
+                held.push(release, pkt.packet_id)
+        counters["received"] += len(arrived)
+        counters["unmatched"] += len(passed)
+        counters["dropped"] += len(lost) - cut
+        counters["partitioned"] += cut
+        return passed, lost
 
     def _check_queue(self, queue: NfQueue) -> None:
         """Fold the socket's overrun and verdict-error counts into the counters; log new overruns."""
@@ -153,6 +180,7 @@ class DelayDaemon:
             return
         self.model.reorder = table.reorder
         self.table = table
+        self._t0_mono = _t0_monotonic(table)
         self.reload_error = None
         self.counters["reloads"] += 1
         log.info("link table reloaded: %d links", len(table.links))

@@ -1,11 +1,13 @@
 """One node's userspace emulation, as a pure plan: tagged NFQUEUE rules, the daemon's link table, its state dir.
 
-For node A (address SELF) and every peer B with a delay, jitter or loss, one rule in the mangle table::
+For node A (address SELF) and every peer B with a delay, jitter, loss or outages, one rule in the mangle table::
 
     iptables -t mangle -A OUTPUT -s SELF/32 -d B/32 -m comment --comment gesscale-netem:TAG:A \
         -j NFQUEUE --queue-num Q [--queue-bypass]
 
-and one link in the table of A's daemon (bound to Q) holding each such packet rtt/2 ± jitter, dropping loss %.
+and one link in the table of A's daemon (bound to Q) holding each such packet rtt/2 ± jitter, dropping loss %,
+and dropping every packet while a partition or a flap of the map holds the pair down (its outages, counted from
+the plan's `t0_unix`, the wall-clock time of the map's t = 0).
 A round trip crosses A's rule one way and B's the other, so it takes the map's RTT. The rule is written exactly
 as `iptables -S` prints it back, so a plan already in place is recognised by comparing text. Without
 `--queue-bypass` (the default) a dead daemon stalls the pair's packets, which no measurement can mistake for an
@@ -22,6 +24,7 @@ from typing import Any
 from gesscale.errors import UserError
 from gesscale.names import check_name
 from netem.userspace.launch import LABEL_PREFIX
+from netem.userspace.table import Outages
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 IPV4_PATTERN = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$")
@@ -53,7 +56,8 @@ def label_of(tag: str, node: str) -> str:
 
 @dataclass(frozen=True)
 class PeerLink:
-    """What node → `peer` packets get: a one-way hold of `delay_ms` ± `jitter_ms`, `loss_pct` % dropped."""
+    """What node → `peer` packets get: a one-way hold of `delay_ms` ± `jitter_ms`, `loss_pct` % dropped, all
+    dropped while `outages` hold the pair down."""
 
     peer: str
     address: str
@@ -61,11 +65,12 @@ class PeerLink:
     jitter_ms: float = 0.0
     loss_pct: float = 0.0
     bandwidth_mbit: float | None = None
+    outages: Outages | None = None
 
     @property
     def queued(self) -> bool:
         """Whether the pair's packets go through the daemon at all."""
-        return self.delay_ms > 0 or self.jitter_ms > 0 or self.loss_pct > 0
+        return self.delay_ms > 0 or self.jitter_ms > 0 or self.loss_pct > 0 or self.outages is not None
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class UserspaceNodePlan:
     links: tuple[PeerLink, ...]
     reorder: bool = False
     queue_bypass: bool = False
+    t0_unix: float | None = None
 
     @property
     def label(self) -> str:
@@ -113,13 +119,21 @@ class UserspaceNodePlan:
         return "".join(f"iptables -w -t mangle {' '.join(shlex.quote(a) for a in r)}\n" for r in self.rules())
 
     def table(self) -> dict[str, Any]:
-        """The daemon's link table (netem.userspace.table)."""
+        """The daemon's link table (netem.userspace.table); `t0_unix` only when a link has outages (a table
+        without them is the same text at every apply, so a second apply changes nothing)."""
         links = {}
         for i, link in enumerate((x for x in self.links if x.queued), start=1):
             links[str(i)] = {"src": self.node, "dst": link.peer, "delay_ms": link.delay_ms,
                              "jitter_ms": link.jitter_ms, "loss_pct": link.loss_pct,
                              "src_addr": self.address, "dst_addr": link.address}  # fmt: skip
-        return {"queue": self.queue, "reorder": self.reorder, "links": links}
+            if link.outages is not None:
+                links[str(i)].update(link.outages.to_dict())
+        doc: dict[str, Any] = {"queue": self.queue, "reorder": self.reorder, "links": links}
+        if any(x.outages is not None for x in self.links):
+            if self.t0_unix is None:
+                raise ValueError(f"node {self.node}: a plan with outages needs t0_unix (the map's t = 0)")
+            doc["t0_unix"] = self.t0_unix
+        return doc
 
     def spec(self) -> dict[str, Any]:
         """What the host agent needs to apply this plan (netem.userspace.agent)."""
@@ -135,11 +149,14 @@ class UserspaceNodePlan:
             bw = f"  rate {x.bandwidth_mbit:g} Mbit/s" if x.bandwidth_mbit else ""
             rows.append(f"  -> {x.peer:<12} {x.address:<15} hold {x.delay_ms:>8.3f} ms ± {x.jitter_ms:g} ms  "
                         f"loss {x.loss_pct:g}%{bw}")  # fmt: skip
+            if x.outages is not None:
+                rows.append(f"     {'':<12} {'':<15} {x.outages.describe()} (map time)")
         return "\n".join([head, *rows])
 
 
 def build_userspace_plan(node: str, address: str, index: int, tag: str, peers: list[PeerLink],
-                         reorder: bool = False, queue_bypass: bool = False) -> UserspaceNodePlan:
+                         reorder: bool = False, queue_bypass: bool = False,
+                         t0_unix: float | None = None) -> UserspaceNodePlan:
     """A node's plan; every value that reaches a rule is checked against a strict pattern here."""
     check_tag(tag)
     if not NAME_PATTERN.match(node):
@@ -150,7 +167,7 @@ def build_userspace_plan(node: str, address: str, index: int, tag: str, peers: l
     queue = QUEUE_BASE + index
     if queue > 65535:
         raise UserError(f"too many nodes for NFQUEUE numbers ({index + 1})")
-    return UserspaceNodePlan(node, address, queue, tag, tuple(peers), reorder, queue_bypass)
+    return UserspaceNodePlan(node, address, queue, tag, tuple(peers), reorder, queue_bypass, t0_unix)
 
 
 def parse_rules(text: str, label: str) -> list[tuple[list[str], int]]:

@@ -60,6 +60,7 @@ BUDGET: dict[str, int] = {
     "test_fuzz_figure_formats": 300,
     # the fog events of a map (a small schema)
     "test_fuzz_fog_events": 150,
+    "test_fuzz_link_outages": 150,  # valid partitions and flaps: the userspace engine's tables against the schedule
 }
 
 

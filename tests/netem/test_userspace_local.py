@@ -1,5 +1,5 @@
 """The userspace engine for real on this machine: local hosts 127.0.0.51-53 (one machine, one address each),
-real iptables rules, real delay daemons, delays measured with ping.
+real iptables rules, real delay daemons, delays (and a partition) measured with ping.
 
 Tolerances are for a loaded 2-core CI machine: the median RTT within max(3 ms, 10 %) of the map.
 """
@@ -23,7 +23,8 @@ from netem.pairs import ping_pairs
 from netem.remote import HostRemote
 from netem.run import Options, clear_userspace_tag
 from netem.userspace.deploy import UserspaceService
-from netem.userspace.launch import daemon_pids
+from netem.userspace.launch import daemon_pids, stats_file
+from netem.userspace.rules import STATE_ROOT
 from netem.validate import parse_ping_times, ping_times_command, validate
 
 pytestmark = pytest.mark.e2e
@@ -38,6 +39,12 @@ MAP_YAML = """nodes: {la: {}, lb: {}, lc: {}}
 rtt_ms: {la: {lb: 30, lc: 12}, lb: {lc: 20}}
 changes:
   - {t_s: 60, pair: [la, lb], rtt_ms: 8}
+"""
+PARTITION_S = 10.0
+PARTITION_YAML = f"""nodes: {{la: {{}}, lb: {{}}, lc: {{}}}}
+rtt_ms: {{la: {{lb: 30, lc: 12}}, lb: {{lc: 20}}}}
+changes:
+  - {{t_s: 0, event: partition, pairs: [[la, lb]], duration_s: {PARTITION_S:g}}}
 """
 FOREIGN = [["-s", "127.0.0.51/32", "-d", "127.0.0.59/32", "-j", "ACCEPT"],
            ["-s", "127.0.0.51/32", "-d", "127.0.0.58/32", "-m", "comment", "--comment", "gesscale-netem:other:la",
@@ -169,3 +176,42 @@ def test_measure_flags_a_pair_that_is_not_emulated(clean):
     assert not v.ok
     assert verdict[("la", "lb")] and verdict[("lb", "la")]
     assert not verdict[("la", "lc")] and not verdict[("lc", "lb")]  # half the RTT is missing
+
+
+def test_a_partition_cuts_the_pair_for_its_window_then_heals(tmp_path: Path, clean, capsys):
+    """Map time 0 is the moment of apply: la-lb is cut both ways for PARTITION_S, then reachable again without
+    any new apply (the daemons follow the clock); the other pairs keep their RTTs throughout."""
+    inv, lmap_path, report = tmp_path / "hosts.yml", tmp_path / "map.yaml", tmp_path / "cut.json"
+    inv.write_text(INVENTORY)
+    lmap_path.write_text(PARTITION_YAML)
+    common = ["-i", str(inv), "-m", str(lmap_path)]
+    assert main(["netem", "apply", *common, "--tag", TAG]) == 0
+    applied = time.time()  # the map's t = 0 was taken before the daemons started: the window ends before +10 s
+    out, err = capsys.readouterr()
+    assert "fog event" not in err, err  # the partition is applied: no warning
+    assert "now is map time 0 s" in out and out.count("daemon started") == 3
+
+    code = main(["netem", "measure", *common, "--at", "1", "--count", "3", "--tolerance-ms", "3", "--json",
+                 str(report)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert text.count("yes (down as configured)") == 2, text
+    pairs = {(p["src"], p["dst"]): p for p in json.loads(report.read_text())["pairs"]}
+    assert {k for k, p in pairs.items() if p["down"]} == {("la", "lb"), ("lb", "la")}
+    assert pairs[("la", "lb")]["sent"] == 3 and pairs[("la", "lb")]["received"] == 0
+    assert pairs[("lb", "la")]["received"] == 0
+    assert abs(pairs[("la", "lc")]["median_ms"] - 12) <= 3 and abs(pairs[("lb", "lc")]["median_ms"] - 20) <= 3
+    for node in ("la", "lb"):  # dropped by the partition, not by loss (the counters are rewritten every 0.5 s)
+        stats = json.loads(stats_file(Path(STATE_ROOT) / f"{TAG}.{node}" / "links.json").read_text())
+        assert stats["partitioned"] >= 3 and stats["dropped"] == 0, stats
+
+    time.sleep(max(0.0, applied + PARTITION_S + 0.5 - time.time()))
+    code = main(["netem", "measure", *common, "--at", f"{PARTITION_S + 1:g}", "--count", "3", "--tolerance-ms", "3"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "down" not in text
+    assert abs(_median(_rtt("la", "lb")[1]) - 30) <= 3
+
+    assert main(["netem", "clear", *common, "--tag", TAG]) == 0
+    assert "removed 6 rule(s)" in capsys.readouterr().out
+    assert f"gesscale-netem:{TAG}" not in _mangle() and not daemon_pids(f"gesscale-netem:{TAG}:la")

@@ -85,3 +85,60 @@ def test_userspace_engine_over_ssh_delays_as_the_map_and_is_watched(fleet, commo
         assert "gesscale-netem" not in fleet.ssh(host, "sudo iptables -t mangle -S OUTPUT").stdout
         assert "htb" not in fleet.ssh(host, "/usr/sbin/tc qdisc show dev eth0").stdout
         assert fleet.ssh(host, "pgrep -f netem.userspace").stdout.strip() == ""
+
+
+CUT_S = 12.0  # the partition's length and the flap's down phase: both pairs down in [0, 12), up in [12, 24)
+EVENTS_MAP = f"""nodes: {{gs-h1: {{}}, gs-h2: {{}}, gs-h3: {{}}}}
+rtt_ms:
+  gs-h1: {{gs-h2: 8.7, gs-h3: 26.1}}
+  gs-h2: {{gs-h3: 18.8}}
+changes:
+  - {{t_s: 0, event: partition, pairs: [[gs-h1, gs-h3]], duration_s: {CUT_S:g}}}
+  - {{t_s: 0, event: flap, pair: [gs-h2, gs-h3], period_s: {2 * CUT_S:g}, down_s: {CUT_S:g}}}
+"""
+
+
+def test_a_partition_and_a_flap_over_ssh_are_measured_as_configured_then_cleared(fleet, tmp_path, capsys):
+    """Issue 32: on the SSH fleet, a partition (gs-h1-gs-h3) and a flap (gs-h2-gs-h3) cut their pairs both ways
+    (real pings: no echo), the daemons heal them on their own clock (no new apply), the untouched pair keeps its
+    RTT, and clear leaves no rule, qdisc or daemon on any host."""
+    import time
+
+    path = tmp_path / "events.yaml"
+    path.write_text(EVENTS_MAP)
+    args = ["-i", str(INVENTORY), "-m", str(path), "--python", sys.executable]
+    try:
+        assert main(["netem", "apply", *args, "--tag", TAG]) == 0
+        applied = time.time()  # the map's t = 0 is taken before the daemons start: the cut ends before this + 12
+        out, err = capsys.readouterr()
+        assert "fog event" not in err and out.count("daemon started") == 3, (out, err)
+
+        report = tmp_path / "cut.json"
+        code = main(["netem", "measure", *args[:4], "--at", "1", "--count", "3", "--tolerance-ms", "3",
+                     "--json", str(report)])
+        text = capsys.readouterr().out
+        assert time.time() - applied < CUT_S, "the measurement outlasted the cut: the test cannot judge it"
+        assert code == 0, text
+        pairs = {(p["src"], p["dst"]): p for p in json.loads(report.read_text())["pairs"]}
+        cut = {("gs-h1", "gs-h3"), ("gs-h3", "gs-h1"), ("gs-h2", "gs-h3"), ("gs-h3", "gs-h2")}
+        assert {k for k, p in pairs.items() if p.get("down")} == cut, text
+        assert all(pairs[k]["received"] == 0 for k in cut), text
+        assert abs(pairs[("gs-h1", "gs-h2")]["median_ms"] - 8.7) <= 3, text
+        stats = fleet.ssh(fleet.hosts[0], f"sudo cat /run/gesscale-netem/{TAG}.gs-h1/links.stats.json").stdout
+        assert json.loads(stats)["partitioned"] >= 3, stats  # dropped as cut, not as random loss
+
+        time.sleep(max(0.0, applied + CUT_S + 0.5 - time.time()))
+        code = main(["netem", "measure", *args[:4], "--at", f"{CUT_S + 1:g}", "--count", "3", "--tolerance-ms",
+                     "3", "--json", str(report)])
+        text = capsys.readouterr().out
+        assert time.time() - applied < 2 * CUT_S, "the measurement outlasted the flap's up phase"
+        assert code == 0, text
+        back = {(p["src"], p["dst"]): p for p in json.loads(report.read_text())["pairs"]}
+        assert not any(p.get("down") for p in back.values()), text
+        assert abs(back[("gs-h1", "gs-h3")]["median_ms"] - 26.1) <= 3 and \
+            abs(back[("gs-h2", "gs-h3")]["median_ms"] - 18.8) <= 3, text
+    finally:
+        assert main(["netem", "clear", *args, "--tag", TAG]) == 0
+    for host in fleet.hosts:
+        assert "gesscale-netem" not in fleet.ssh(host, "sudo iptables -t mangle -S OUTPUT").stdout
+        assert fleet.ssh(host, "pgrep -f netem.userspace").stdout.strip() == ""

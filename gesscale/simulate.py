@@ -15,6 +15,7 @@ import numpy as np
 
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop, StepRecord
+from gesscale.measured_latency import LatencyChange, MeasuredLatency
 from gesscale.metrics import DRAIN_S, METRIC_KEYS, RunMetrics, compute_metrics, replicas_needed
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.policies.base import make_policy
@@ -40,6 +41,9 @@ class RunResult:
     history: list[StepRecord] = field(default_factory=list)
     model: dict[str, Any] | None = None
     drained: bool = True  # False: the drain limit was reached with a backlog left (the policy failed)
+    # What the controller saw of the network (`--latency-source`) and the changes its measured view logged
+    latency_source: str = "map"
+    latency_changes: list[LatencyChange] = field(default_factory=list)
 
 
 def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> ControllerConfig:
@@ -98,8 +102,17 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     `initial_model` (e.g. from `gesscale calibrate`) is handed, as a copy, to policies that take a `model`;
     `policy_options` go to the policy's constructor, over the scenario's own for that policy (`policy_options:`);
     `on_step(record, policy)` is called after every period.
+
+    The network the controller sees is the config's `latency_source` (docs/events.md): `map`, the operator's map
+    (`LatencyMap.documented`: its own `changes:`, not the link entries of an events file); `measured` or `both`,
+    a `MeasuredLatency` the simulator feeds with the true RTTs at the end of every period. The simulated fog
+    itself is always the scenario's map with every change and event.
     """
-    backend = SimBackend(scenario, seed=seed)
+    config = controller_config(scenario, seed, **overrides)
+    source = config.latency_source
+    operator_map = scenario.latency_map.documented
+    view = None if source == "map" else MeasuredLatency(operator_map, source)
+    backend = SimBackend(scenario, seed=seed, measured=view)
     demand = backend.demand()
     policy = make_policy(policy_id, **{**scenario.policy_options.get(policy_id, {}), **(policy_options or {})})
     if initial_model is not None and hasattr(policy, "model"):
@@ -107,25 +120,27 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     prepare = getattr(policy, "prepare_offline", None)
     if callable(prepare):  # an offline reference (`optimal`) reads the whole run before it starts
         prepare(backend)
-    config = controller_config(scenario, seed, **overrides)
 
     def oracle(t0: float, t1: float) -> int:
         lo, hi = int(t0), min(len(demand), int(t1))
         return int(demand[lo:hi].max()) if hi > lo else scenario.min_replicas
 
-    lmap = scenario.latency_map
-    network = lmap.at if lmap.changes else None  # policies see the map in force, as the simulated operator does
-    measured = scenario.truth.reconfig or {}
+    if view is not None:
+        network: Callable[[float], Any] | None = view.view
+    else:  # the operator's map in force, as the live controller sees it
+        network = operator_map.at if operator_map.changes else None
+    timed = scenario.truth.reconfig or {}
 
     def step_hook(record: StepRecord) -> None:
-        if record.applied and record.reconfiguration and record.reconfiguration.kind in measured:
+        if record.applied and record.reconfiguration and record.reconfiguration.kind in timed:
             # a change with a measured timing: the warm-up runs from when it took effect, as the live runner's
             loop.last_reconfig_s = float(backend.reconfigurations[-1].effective_s or record.observation.time_s)
         if on_step is not None:
             on_step(record, policy)
 
-    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network,
-                       on_step=step_hook if measured or on_step is not None else None,
+    loop = ControlLoop(backend, policy, operator_map, config, oracle_demand=oracle, network=network,
+                       network_log=view.changes_at if view is not None else None,
+                       on_step=step_hook if timed or on_step is not None else None,
                        input_end_s=float(backend.input_end))
     history = loop.run()
     end = backend.t
@@ -166,6 +181,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         history=history if keep_history else [],
         model=policy.model_summary(),
         drained=backend.backlog < 1.0,
+        latency_source=source,
+        latency_changes=list(view.changes) if view is not None else [],
     )
 
 

@@ -92,3 +92,17 @@ def test_a_run_whose_network_is_its_map_is_the_same_for_every_source(policy: str
         assert other.metrics == runs[0].metrics
         for key in ("processed", "backlog", "supply"):
             assert np.array_equal(getattr(other, key), getattr(runs[0], key))
+
+
+def test_an_experiment_measures_when_its_controller_says_so_and_its_decision_log_has_the_changes() -> None:
+    from gesscale.experiment.decisions import DecisionLog
+    from gesscale.experiment.spec import spec_from_dict
+
+    spec = spec_from_dict({"scenario": str(ROOT / "scenarios/pi10-taxi.yaml"), "policies": ["static"],
+                           "controller": {"latency_source": "both"}}, "x.yaml")
+    assert spec.controller == {"latency_source": "both"}
+    log = DecisionLog("static", 1, None)
+    run_once(pi10([{"t_s": 330, "node": "pi04", "add_rtt_ms": 60}]), "static", seed=1, on_step=log,
+             **spec.controller)
+    logged = {row["t_s"]: row["network"] for row in log.rows if row["network"]}
+    assert list(logged) == [420.0] and "pi03-pi04 6.9 -> 66.9 ms" in logged[420.0]

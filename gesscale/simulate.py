@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import LatencyMap
 from gesscale.mape import ControlLoop, StepRecord
 from gesscale.measured_latency import LatencyChange, MeasuredLatency
 from gesscale.metrics import DRAIN_S, METRIC_KEYS, RunMetrics, compute_metrics, replicas_needed
@@ -94,6 +95,33 @@ def effective_demand(backend: SimBackend, period: int) -> np.ndarray:
     return need
 
 
+@dataclass(frozen=True)
+class NetworkView:
+    """What the controller of a simulated run sees of the network (docs/events.md, "What the controller sees"):
+    the map the loop starts from (the operator's), the map in force it follows (`ControlLoop(network=...)`;
+    None: the starting map throughout) and, for a measured source, the smoother the simulator feeds."""
+
+    latency_map: LatencyMap
+    network: Callable[[float], LatencyMap] | None
+    measured: MeasuredLatency | None = None
+
+    @property
+    def log(self) -> Callable[[float], tuple[LatencyChange, ...]] | None:
+        """The changes the measured view logged at a time (`ControlLoop(network_log=...)`); None for `map`."""
+        return self.measured.changes_at if self.measured is not None else None
+
+
+def network_view(scenario: Scenario, source: str) -> NetworkView:
+    """The controller's view for `latency_source` `source`: `map`, the operator's map in force
+    (`LatencyMap.documented`: its own `changes:`, not the link entries of an events file), as the live controller
+    sees it; `measured` or `both`, a `MeasuredLatency` over that map, fed by the simulator every period."""
+    operator_map = scenario.latency_map.documented
+    if source == "map":
+        return NetworkView(operator_map, operator_map.at if operator_map.changes else None)
+    measured = MeasuredLatency(operator_map, source)
+    return NetworkView(operator_map, measured.view, measured)
+
+
 def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False,
              initial_model: PerformanceModel | None = None, policy_options: dict[str, Any] | None = None,
              on_step: Callable[[StepRecord, Any], None] | None = None, **overrides: Any) -> RunResult:
@@ -109,10 +137,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     itself is always the scenario's map with every change and event.
     """
     config = controller_config(scenario, seed, **overrides)
-    source = config.latency_source
-    operator_map = scenario.latency_map.documented
-    view = None if source == "map" else MeasuredLatency(operator_map, source)
-    backend = SimBackend(scenario, seed=seed, measured=view)
+    seen = network_view(scenario, config.latency_source)
+    backend = SimBackend(scenario, seed=seed, measured=seen.measured)
     demand = backend.demand()
     policy = make_policy(policy_id, **{**scenario.policy_options.get(policy_id, {}), **(policy_options or {})})
     if initial_model is not None and hasattr(policy, "model"):
@@ -125,10 +151,6 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         lo, hi = int(t0), min(len(demand), int(t1))
         return int(demand[lo:hi].max()) if hi > lo else scenario.min_replicas
 
-    if view is not None:
-        network: Callable[[float], Any] | None = view.view
-    else:  # the operator's map in force, as the live controller sees it
-        network = operator_map.at if operator_map.changes else None
     timed = scenario.truth.reconfig or {}
 
     def step_hook(record: StepRecord) -> None:
@@ -138,8 +160,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         if on_step is not None:
             on_step(record, policy)
 
-    loop = ControlLoop(backend, policy, operator_map, config, oracle_demand=oracle, network=network,
-                       network_log=view.changes_at if view is not None else None,
+    loop = ControlLoop(backend, policy, seen.latency_map, config, oracle_demand=oracle, network=seen.network,
+                       network_log=seen.log,
                        on_step=step_hook if timed or on_step is not None else None,
                        input_end_s=float(backend.input_end))
     history = loop.run()
@@ -181,8 +203,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         history=history if keep_history else [],
         model=policy.model_summary(),
         drained=backend.backlog < 1.0,
-        latency_source=source,
-        latency_changes=list(view.changes) if view is not None else [],
+        latency_source=config.latency_source,
+        latency_changes=list(seen.measured.changes) if seen.measured is not None else [],
     )
 
 

@@ -12,11 +12,10 @@ import pytest
 
 from gesscale.config import ControllerConfig
 from gesscale.mape import ControlLoop
-from gesscale.measured_latency import MeasuredLatency
 from gesscale.policies.base import make_policy
 from gesscale.scenario import scenario_from_dict, with_events
 from gesscale.sim_backend import SimBackend
-from gesscale.simulate import run_once
+from gesscale.simulate import network_view, run_once
 from tests.test_sim_events import scenario as tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,13 +62,12 @@ def test_a_map_wrong_from_the_start_is_corrected_within_two_periods(source: str)
     operator = sc.latency_map.documented
     assert operator.rtt("pi01", "pi02") == 1.0 and sc.latency_map.at(0).rtt("pi01", "pi02") == 80.0
     views = []
-    for measured in (None, MeasuredLatency(operator, source)):
-        backend = SimBackend(sc, measured=measured)
-        ctl = ControlLoop(backend, make_policy("static"), operator, ControllerConfig(control_period_s=PERIOD),
-                          network=measured.view if measured else None,
-                          network_log=measured.changes_at if measured else None)
+    for name in ("map", source):  # the loop as `run_once` builds it, so that its view can be read
+        seen = network_view(sc, name)
+        ctl = ControlLoop(SimBackend(sc, measured=seen.measured), make_policy("static"), seen.latency_map,
+                          ControllerConfig(control_period_s=PERIOD), network=seen.network, network_log=seen.log)
         views.append([(ctl.step().observation.time_s, ctl.current_map.rtt("pi01", "pi02")) for _ in range(3)])
-        if measured is not None:
+        if seen.measured is not None:
             assert [str(c) for c in ctl.history[0].network_changes] == ["pi01-pi02 1 -> 80 ms"]
     assert views[0] == [(60.0, 1.0), (120.0, 1.0), (180.0, 1.0)]  # the map's view stays wrong
     # measured: right from the first round of probes on (a pair's first sample is taken as is), so within two

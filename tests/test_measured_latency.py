@@ -148,3 +148,11 @@ def test_a_map_too_large_to_probe_all_to_all_is_refused_for_measured_sources() -
     for source in ("measured", "both"):
         with pytest.raises(UserError, match=f"at most {MEASURED_MAX_NODES} nodes; big.yaml has {n}"):
             check_source(source, big)
+    from gesscale.scenario import scenario_from_dict  # a scenario says so when it is loaded, before any run
+
+    doc = {"name": "big", "cluster": {"nodes": {f"n{i}": {"lat": 50.0 + i / 100, "lon": 8.0} for i in range(n)},
+                                      "derive": "geo", "max_replicas": 4},
+           "operator": {"alpha": 60, "beta": 0.9, "gamma": 0.1, "initial_replicas": 1},
+           "workload": {"kind": "steps", "levels": [10], "step_s": 60}, "controller": {"latency_source": "both"}}
+    with pytest.raises(UserError, match=r"^s.yaml: controller: 'latency_source' both: every pair is measured"):
+        scenario_from_dict(doc, "s.yaml")

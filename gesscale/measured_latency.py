@@ -12,13 +12,13 @@ period and gives the loop the map it should reason on, for each `--latency-sourc
 - `both`: the map is the prior; a pair's smoothed measurement replaces the map's value once it has one.
 
 Smoothing: the low median of the pair's samples in the last `WINDOW` = 3 periods (the middle of three, the lower
-of two, the one of one). A step change is taken after two samples of the new value (the new value is then the
-middle of three, or the lower of two when it is the lower), so within two control periods of the change; a
-single outlier is never the middle of three, and a single high outlier is never the lower of two, so one
-outlying sample does not move the value. RTT noise is one-sided (queues, retransmissions and scheduling add
-delay, nothing removes propagation), which is why the lower of two is taken. A mean or an exponential average
-would let every outlier move the value and delay a step by more than two periods for any weight that damps
-an outlier. The first sample of a pair is taken as is: there is nothing to compare it with.
+of two, the one of one). A step is taken after at most two samples of the new value (two of three are then on
+its side; a step down with two samples, after one), so within two control periods of the change; one outlying
+sample is never the middle of three, nor, when high, the lower of two, so it does not move the value. RTT noise
+is one-sided (queues, retransmissions and scheduling add delay; nothing removes propagation), hence the lower of
+two. A mean or an exponential average lets every outlier move the value, and any weight that damps an outlier
+delays a step by more than two periods. A pair's first sample is taken as is: there is nothing to compare it
+with (so a map wrong from the start is corrected at the first period's end).
 
 The change log: after each round, every pair whose smoothed value moved by more than `threshold_ms` since the
 value last logged for it (at first: the map's) is recorded as a `LatencyChange` (pair, old, new, time), for the

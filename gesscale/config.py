@@ -30,6 +30,8 @@ LIVE = ("testbed", "demo", "k8s")
 DAY_S = 86400.0
 MAX_REPLICAS = 2000
 MAX_SEED = 10**9
+# What network the controller sees (`gesscale.measured_latency`, docs/events.md).
+LATENCY_SOURCES = ("map", "measured", "both")
 
 
 def _opt(default: Any, help: str, *, kind: str = "", lo: float | None = None, hi: float | None = None,
@@ -78,6 +80,13 @@ class ControllerConfig:
         "remove the worse) if that lowers ND_max by more than this (ms); 10 ms is above RTT noise and below a "
         "degraded site (docs/events.md).", lo=0.0, hi=10_000.0,
     )
+    latency_source: str = _opt(
+        "map", "What network the controller sees (docs/events.md): map: the operator's latency map with its own "
+        "changes (not an events file's link entries); measured: RTTs the simulator samples every period, smoothed "
+        "(median of 3: a change is seen within 2 periods); both: the map, each pair replaced by its measurement "
+        "once it has one. The live measurement is not built yet.", kind="choice",
+        choices=LATENCY_SOURCES, where=("sim",),
+    )
     recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).", where=LIVE)
     seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0, hi=MAX_SEED)
     model_form: str = _opt(
@@ -97,6 +106,8 @@ class ControllerConfig:
             raise UserError("need 0 <= cpu_low < cpu_high <= 1")
         if self.model_form not in FORM_CHOICES:
             raise UserError(f"model_form must be one of {', '.join(FORM_CHOICES)}, got {self.model_form!r}")
+        if self.latency_source not in LATENCY_SOURCES:
+            raise UserError(f"latency_source must be one of {', '.join(LATENCY_SOURCES)}, got {self.latency_source!r}")
 
     @classmethod
     def describe(cls) -> list[tuple[str, Any, str]]:

@@ -195,6 +195,7 @@ class LatencyMap:
     rtt_changed: ChangedRtts | None = None
     events: tuple[FogEvent, ...] = ()
     _origin: LatencyMap | None = field(default=None, repr=False, compare=False)
+    _documented: LatencyMap | None = field(default=None, repr=False, compare=False)  # see `documented`
     _cache: dict[int, LatencyMap] = field(default_factory=dict, repr=False, compare=False)
     _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -302,6 +303,14 @@ class LatencyMap:
             self.changes, k, self.changes[k - 1].t_s, state.rtt_changed, self.events, _origin=self,
         )
 
+    @property
+    def documented(self) -> LatencyMap:
+        """The map as its file documents it (as written, its own `changes:` included), without the entries
+        `with_events` merged in from an events file or an experiment's `events:`: what the operator's map says,
+        the controller's view with `--latency-source map` (docs/events.md). The map itself when none were merged."""
+        origin = self._origin or self
+        return origin._documented if origin._documented is not None else origin
+
     def schedule(self) -> EventSchedule:
         """The fog events of this map (partitions, flaps, node crashes, leaves, joins, churn) as one schedule,
         built once and shared by every map `at` returns."""
@@ -334,7 +343,7 @@ class LatencyMap:
         return LatencyMap(
             origin.nodes, origin.rtts, origin.source, list(origin.warnings), dict(origin.link_defaults),
             {p: dict(v) for p, v in origin.links.items()}, merged,
-            events=tuple(sorted((*origin.events, *events), key=lambda e: e.t_s)),
+            events=tuple(sorted((*origin.events, *events), key=lambda e: e.t_s)), _documented=origin.documented,
         )
 
     def nd_max(self, names: Iterable[str]) -> float:

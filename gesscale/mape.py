@@ -24,7 +24,10 @@ removes those first). No move during the warm-up.
 
 The network: with `network` (a function of the time the backend reports, e.g. `latency_map.at` in the
 simulator, whose clock counts seconds from the start of the run), the policies see the map in force at each
-period, as a network monitor would report it; without it, the map given stays in force for the whole run.
+period, as a network monitor would report it; without it, the map given stays in force for the whole run. In
+the simulator that is the operator's map (`--latency-source map`) or a map kept from measured RTTs
+(`gesscale.measured_latency`; `network_log(t)` gives the changes it logged at t, kept in the period's
+`StepRecord.network_changes`: the decision log says when the controller learnt of a change).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from gesscale import placement
 from gesscale.backend import Backend
 from gesscale.config import ControllerConfig
 from gesscale.latency_map import LatencyMap
+from gesscale.measured_latency import LatencyChange
 from gesscale.observation import Decision, NodeState, Observation, Placement, Reconfiguration
 from gesscale.policies.base import Policy, PolicyContext, place
 from gesscale.state_file import state_for
@@ -54,6 +58,8 @@ class StepRecord:
     decision: Decision
     reconfiguration: Reconfiguration | None
     applied: bool
+    # what the controller's measured view of the network logged this period (`network_log`), before deciding
+    network_changes: tuple[LatencyChange, ...] = ()
 
 
 class ControlLoop:
@@ -70,12 +76,14 @@ class ControlLoop:
         state_path: str | Path | None = None,
         on_step: Callable[[StepRecord], None] | None = None,
         network: Callable[[float], LatencyMap] | None = None,
+        network_log: Callable[[float], tuple[LatencyChange, ...]] | None = None,
         input_end_s: float | None = None,
     ) -> None:
         self.backend = backend
         self.policy = policy
         self.latency_map = latency_map
         self.network = network
+        self.network_log = network_log
         self.current_map = latency_map  # the map in force at the last period
         self.graph = latency_map.placement_graph()
         self.config = config
@@ -198,7 +206,8 @@ class ControlLoop:
                 reconf = Reconfiguration(**{**reconf.__dict__, "pause_s": pause})
                 applied = True
         self._save()
-        record = StepRecord(obs, decision, reconf, applied)
+        logged = self.network_log(obs.time_s) if self.network_log is not None else ()
+        record = StepRecord(obs, decision, reconf, applied, logged)
         self.history.append(record)
         if self.on_step:
             self.on_step(record)

@@ -45,11 +45,13 @@ def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[R
     """The output document of `gesscale simulate --json` (docs/metrics.md keys, medians over seeds).
 
     `policies` holds the requested policies; `references` the regret references run only for the regret;
-    `regret` every policy's cost and excess against them (`gesscale.regret`), with its failed seeds.
+    `regret` every policy's cost and excess against them (`gesscale.regret`), with its failed seeds; `network`,
+    only when the controller measured the network (`--latency-source measured|both`), the changes its measured
+    view logged (`measured_network`).
     """
     wanted = list(results) if requested is None else requested
     medians = summary(results)
-    return {
+    doc = {
         "scenario": scenario,
         "duration_s": float(duration_s),
         "policies": {p: medians[p] for p in wanted if p in medians},
@@ -58,6 +60,24 @@ def simulate_json(scenario: str, duration_s: float, results: Mapping[str, list[R
         "seeds": {pid: [r.seed for r in runs] for pid, runs in results.items()},
         "latency": simulated_latency(results),
     }
+    network = measured_network(results)
+    if network is not None:
+        doc["network"] = network
+    return doc
+
+
+def measured_network(results: Mapping[str, list[RunResult]]) -> dict[str, Any] | None:
+    """What the controller measured of the network, per policy and seed: the source and the changes its view
+    logged (`gesscale.measured_latency.LatencyChange`: pair, old and new ms, the period's end); None when every
+    run saw the operator's map (`map`, nothing measured)."""
+    sources = sorted({r.latency_source for runs in results.values() for r in runs})
+    if sources == ["map"] or not sources:
+        return None
+    from gesscale.measured_latency import CHANGE_THRESHOLD_MS
+
+    return {"latency_source": sources[0] if len(sources) == 1 else sources, "threshold_ms": CHANGE_THRESHOLD_MS,
+            "changes": {pid: [{"seed": r.seed, "changes": [c.to_dict() for c in r.latency_changes]} for r in runs]
+                        for pid, runs in results.items()}}
 
 
 def simulated_latency(results: Mapping[str, list[RunResult]]) -> dict[str, Any]:

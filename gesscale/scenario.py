@@ -143,8 +143,11 @@ def _find(ref: str, scenario_path: Path) -> Path:
     if p.is_absolute():
         return p
     for base in [scenario_path.parent, *scenario_path.resolve().parents, Path.cwd()]:
-        if (base / p).exists():
-            return base / p
+        try:
+            if (base / p).exists():
+                return base / p
+        except OSError:  # a name the file system cannot hold (too long) is not there; the reader says why
+            continue
     return p
 
 
@@ -322,6 +325,10 @@ def _checked(sc: Scenario, where: str) -> Scenario:
                          seed=sc.seed, **sc.controller)
     except UserError as err:
         raise UserError(f"{where}: {err}") from None
+    if sc.controller.get("latency_source", "map") != "map":
+        from gesscale.measured_latency import check_source
+
+        check_source(sc.controller["latency_source"], sc.latency_map, f"{where}: 'latency_source'")
     return replace(sc, warnings=(*_suspicious(sc.truth, sc.control_period_s, sc.warmup_s),
                                  *(w for w in sc.latency_map.warnings
                                    if f"above {SUSPICIOUS_RTT_MS:g} ms" in w or f"below {TINY_RTT_MS:g} ms" in w)))

@@ -34,6 +34,11 @@ NETWORK_TIMEOUT_S it is declared lost (Spark's executor timeout), as after a cra
 the lost replicas (`Observation.lost`). A crashed, gone or not yet joined node is not ready, a leaving one or
 one with a down link to a serving replica is cordoned, so no placement chooses it. Without events nothing of
 this runs and a run is what it was before events existed.
+
+What the controller sees of the network (`--latency-source`, docs/events.md): with a `MeasuredLatency`, the
+backend probes every pair at the end of each observed period, noiselessly: the mean RTT in force in the
+period's last second (the map with its changes and the events' link entries: the truth), and feeds the smoother
+the loop reads. Without it (`map`), nothing is measured.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from gesscale import placement
 from gesscale.backend import Backend
 from gesscale.events import DOWN, GONE, LEAVING, UP, serving_set
 from gesscale.latency_map import LatencyMap
+from gesscale.measured_latency import MeasuredLatency
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.scenario import Scenario
 from gesscale.workloads import rate_profile
@@ -60,8 +66,13 @@ NETWORK_TIMEOUT_S = 120
 class SimBackend(Backend):
     """The simulator, behind the same interface as the real backends."""
 
-    def __init__(self, scenario: Scenario, seed: int | None = None, drain_limit: float = 1.0) -> None:
+    def __init__(self, scenario: Scenario, seed: int | None = None, drain_limit: float = 1.0,
+                 measured: MeasuredLatency | None = None) -> None:
         self.scenario = scenario
+        # The controller's measured view (`--latency-source measured|both`): fed the true RTTs at the end of every
+        # observed period (module docstring).
+        self.measured = measured
+        self._probed: tuple[LatencyMap, np.ndarray] | None = None
         self.seed = scenario.seed if seed is None else seed
         self.truth = scenario.truth
         self.lmap = scenario.latency_map
@@ -282,6 +293,8 @@ class SimBackend(Backend):
             inp_sum += inp
             proc_sum += done
         self.backlog, self.pause_left, self.serve_left, self.t = backlog, pause_left, serve_left, t1
+        if self.measured is not None:
+            self.measured.add(float(t1), self._true_rtts())
         span = max(1, t1 - max(t0, observed_from))
         return Observation(
             time_s=float(t1),
@@ -299,6 +312,13 @@ class SimBackend(Backend):
             paused_s=float(paused),
             lost=self._take_lost(),
         )
+
+    def _true_rtts(self) -> np.ndarray:
+        """The RTTs in force in the period's last second, as a round of probes would measure them: the mean RTT of
+        each pair (no jitter, loss or partition: those reach the controller as lost replicas and cordoned nodes)."""
+        if self._probed is None or self._probed[0] is not self.network:
+            self._probed = (self.network, self.network.array())
+        return self._probed[1]
 
     def _take_lost(self) -> tuple[str, ...]:
         """The replicas lost since the last observation (reported once)."""

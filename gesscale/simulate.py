@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from gesscale.config import ControllerConfig
+from gesscale.latency_map import LatencyMap
 from gesscale.mape import ControlLoop, StepRecord
+from gesscale.measured_latency import LatencyChange, MeasuredLatency
 from gesscale.metrics import DRAIN_S, METRIC_KEYS, RunMetrics, compute_metrics, replicas_needed
 from gesscale.model import Measurement, PerformanceModel
 from gesscale.policies.base import make_policy
@@ -40,6 +42,9 @@ class RunResult:
     history: list[StepRecord] = field(default_factory=list)
     model: dict[str, Any] | None = None
     drained: bool = True  # False: the drain limit was reached with a backlog left (the policy failed)
+    # What the controller saw of the network (`--latency-source`) and the changes its measured view logged
+    latency_source: str = "map"
+    latency_changes: list[LatencyChange] = field(default_factory=list)
 
 
 def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> ControllerConfig:
@@ -90,6 +95,33 @@ def effective_demand(backend: SimBackend, period: int) -> np.ndarray:
     return need
 
 
+@dataclass(frozen=True)
+class NetworkView:
+    """What the controller of a simulated run sees of the network (docs/events.md, "What the controller sees"):
+    the map the loop starts from (the operator's), the map in force it follows (`ControlLoop(network=...)`;
+    None: the starting map throughout) and, for a measured source, the smoother the simulator feeds."""
+
+    latency_map: LatencyMap
+    network: Callable[[float], LatencyMap] | None
+    measured: MeasuredLatency | None = None
+
+    @property
+    def log(self) -> Callable[[float], tuple[LatencyChange, ...]] | None:
+        """The changes the measured view logged at a time (`ControlLoop(network_log=...)`); None for `map`."""
+        return self.measured.changes_at if self.measured is not None else None
+
+
+def network_view(scenario: Scenario, source: str) -> NetworkView:
+    """The controller's view for `latency_source` `source`: `map`, the operator's map in force
+    (`LatencyMap.documented`: its own `changes:`, not the link entries of an events file), as the live controller
+    sees it; `measured` or `both`, a `MeasuredLatency` over that map, fed by the simulator every period."""
+    operator_map = scenario.latency_map.documented
+    if source == "map":
+        return NetworkView(operator_map, operator_map.at if operator_map.changes else None)
+    measured = MeasuredLatency(operator_map, source)
+    return NetworkView(operator_map, measured.view, measured)
+
+
 def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool = False,
              initial_model: PerformanceModel | None = None, policy_options: dict[str, Any] | None = None,
              on_step: Callable[[StepRecord, Any], None] | None = None, **overrides: Any) -> RunResult:
@@ -98,8 +130,15 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     `initial_model` (e.g. from `gesscale calibrate`) is handed, as a copy, to policies that take a `model`;
     `policy_options` go to the policy's constructor, over the scenario's own for that policy (`policy_options:`);
     `on_step(record, policy)` is called after every period.
+
+    The network the controller sees is the config's `latency_source` (docs/events.md): `map`, the operator's map
+    (`LatencyMap.documented`: its own `changes:`, not the link entries of an events file); `measured` or `both`,
+    a `MeasuredLatency` the simulator feeds with the true RTTs at the end of every period. The simulated fog
+    itself is always the scenario's map with every change and event.
     """
-    backend = SimBackend(scenario, seed=seed)
+    config = controller_config(scenario, seed, **overrides)
+    seen = network_view(scenario, config.latency_source)
+    backend = SimBackend(scenario, seed=seed, measured=seen.measured)
     demand = backend.demand()
     policy = make_policy(policy_id, **{**scenario.policy_options.get(policy_id, {}), **(policy_options or {})})
     if initial_model is not None and hasattr(policy, "model"):
@@ -107,25 +146,23 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     prepare = getattr(policy, "prepare_offline", None)
     if callable(prepare):  # an offline reference (`optimal`) reads the whole run before it starts
         prepare(backend)
-    config = controller_config(scenario, seed, **overrides)
 
     def oracle(t0: float, t1: float) -> int:
         lo, hi = int(t0), min(len(demand), int(t1))
         return int(demand[lo:hi].max()) if hi > lo else scenario.min_replicas
 
-    lmap = scenario.latency_map
-    network = lmap.at if lmap.changes else None  # policies see the map in force, as the simulated operator does
-    measured = scenario.truth.reconfig or {}
+    timed = scenario.truth.reconfig or {}
 
     def step_hook(record: StepRecord) -> None:
-        if record.applied and record.reconfiguration and record.reconfiguration.kind in measured:
+        if record.applied and record.reconfiguration and record.reconfiguration.kind in timed:
             # a change with a measured timing: the warm-up runs from when it took effect, as the live runner's
             loop.last_reconfig_s = float(backend.reconfigurations[-1].effective_s or record.observation.time_s)
         if on_step is not None:
             on_step(record, policy)
 
-    loop = ControlLoop(backend, policy, lmap, config, oracle_demand=oracle, network=network,
-                       on_step=step_hook if measured or on_step is not None else None,
+    loop = ControlLoop(backend, policy, seen.latency_map, config, oracle_demand=oracle, network=seen.network,
+                       network_log=seen.log,
+                       on_step=step_hook if timed or on_step is not None else None,
                        input_end_s=float(backend.input_end))
     history = loop.run()
     end = backend.t
@@ -166,6 +203,8 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         history=history if keep_history else [],
         model=policy.model_summary(),
         drained=backend.backlog < 1.0,
+        latency_source=config.latency_source,
+        latency_changes=list(seen.measured.changes) if seen.measured is not None else [],
     )
 
 

@@ -52,7 +52,8 @@ def test_degraded_links_move_a_replica_adding_the_better_node_first() -> None:
 
 
 def test_a_move_is_counted_apart_from_scale_ups_and_downs() -> None:
-    sc = scenario([DEGRADE_A])
+    # the degradation in the map's own changes: the controller's view (`latency_source: map`) has it at once
+    sc = scenario(changes=[DEGRADE_A])
     run = run_once(sc, "gesscale", seed=1, keep_history=True, warmup_s=0)
     kinds = [h.reconfiguration.kind for h in run.history if h.applied]
     assert run.metrics.moves == kinds.count("move") >= 1

@@ -61,6 +61,7 @@ CASES = [
     ("cluster.rtt_ms", {"a": {"b": 1e300, "c": 20}, "b": {"c": 15}},
      r"pair \(a, b\): RTT 1e\+300 ms is above 10000 ms, the largest RTT taken"),
     ("cluster.rtt_ms", {"a": {"b": math.nan, "c": 20}, "b": {"c": 15}}, r"pair \(a, b\): RTT must be finite"),
+    ("controller", {"latency_source": "probes"}, r"controller: 'latency_source' must be one of map, measured, both"),
 ]
 
 
@@ -72,6 +73,14 @@ def test_each_bad_value_is_one_line_naming_the_key(path: str, value: Any, messag
     line = str(err.value)
     assert "\n" not in line and line.startswith("s.yaml"), line
     assert re.search(message, line), line
+
+
+def test_a_map_name_too_long_for_the_file_system_is_one_line() -> None:
+    """Found by the scenario property: `cluster.latency_map: 1201846...` (a 300-digit number) raised OSError
+    (ENAMETOOLONG) from the search beside the scenario instead of one line."""
+    doc = _with("cluster", {"latency_map": "9" * 300, "min_replicas": 1, "max_replicas": 3})
+    with pytest.raises(UserError, match="cannot read latency map 9{300}: File name too long"):
+        scenario_from_dict(doc, "s.yaml")
 
 
 def test_initial_replicas_below_the_minimum_is_refused() -> None:

@@ -73,7 +73,8 @@ def register(app: typer.Typer) -> None:
             None, "--events", exists=True, dir_okay=False,
             help="Events file (docs/events.md): link changes, partitions, flaps, node crashes, leaves, joins and"
                  " churn, merged by time with the map's own changes: the simulator applies them, the controller"
-                 " replaces lost replicas and moves off degraded or leaving nodes.",
+                 " replaces lost replicas, moves off leaving nodes, and off degraded links when it measures them"
+                 " (--latency-source measured|both: an events file is not the operator's map).",
         ),
         wide: bool = typer.Option(
             False, "--wide", help="Print the table at its full width; by default a table wider than the terminal"

@@ -4,7 +4,8 @@ The bundle (DIR):
 - `spec.yaml` (the file as given) and `spec.resolved.json` (paths absolute, defaults filled, the scenario run);
 - `environment.json`: package versions, git commit, machine facts, the command, and the input's provenance and
   SHA-256 per seed (plus the file's, for a recorded rate file);
-- `network.json`: the latency map as configured (the simulator's ground truth: nothing is measured);
+- `network.json`: the latency map as configured (the simulator's ground truth), and, with `latency_source:
+  measured` or `both`, the changes the controller's measured view logged (else nothing is measured);
 - `timeseries/<policy>-seed<N>.csv`: one row per control period (`gesscale.simulate.TIMESERIES_COLUMNS`);
 - `decisions.csv`: every decision with its reason and, for a policy with a performance model, the MST its model
   predicted for the configuration in force (the model as it stood before the period) against the MST then
@@ -81,7 +82,15 @@ def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: lis
     from gesscale.experiment.paper import reproduction_markdown
     from gesscale.experiment.provenance import environment_record
     from gesscale.figures import paths_of
-    from gesscale.report import figure7_runs, plot_figure7, simulate_json, workload_provenance, write_csv, write_json
+    from gesscale.report import (
+        figure7_runs,
+        measured_network,
+        plot_figure7,
+        simulate_json,
+        workload_provenance,
+        write_csv,
+        write_json,
+    )
     from gesscale.simulate import TIMESERIES_COLUMNS, period_rows, run_once, seeds_for, with_references
 
     inputs, _ = carry(spec, out, paths)
@@ -113,9 +122,12 @@ def _write(spec: ExperimentSpec, scenario: Any, model: Any, out: Path, argv: lis
     repo = Path(__file__).resolve().parents[2]
     paths.append(write_json(out / "environment.json", {**environment_record(repo, argv),
                                                          "input": _input_record(scenario, seeds)}))
+    measured = measured_network(results)
     paths.append(write_json(out / "network.json", {
-        "configured": scenario.latency_map.to_record(_used_nodes(results)), "measured": None,
-        "note": "simulator: the configured map is the ground truth; nothing is measured"}))
+        "configured": scenario.latency_map.to_record(_used_nodes(results)), "measured": measured,
+        "note": "simulator: the configured map is the ground truth; " + (
+            "nothing is measured" if measured is None else
+            "measured: the changes the controller's view logged, sampled from it each period (latency_source)")}))
     paths.append(write_csv(out / "decisions.csv", decisions, DECISION_COLUMNS))
     doc = simulate_json(scenario.name, next(iter(results.values()))[0].duration_s, results,
                         requested=list(spec.policies))

@@ -9,8 +9,11 @@ from typing import Any
 from gesscale.mape import StepRecord
 from gesscale.model import PerformanceModel
 
+# `network`: the changes the controller's measured view of the network logged at the period's end, before it decided
+# (`latency_source` measured or both: "pi03-pi04 6.9 -> 66.9 ms; ..."; empty otherwise).
 DECISION_COLUMNS = ("policy", "seed", "t_s", "replicas", "nd_max_ms", "throughput", "saturated", "decision",
-                    "applied", "reason", "predicted_mst", "observed_mst", "error_pct", "model_form", "model_loo_rms")
+                    "applied", "reason", "predicted_mst", "observed_mst", "error_pct", "model_form", "model_loo_rms",
+                    "network")
 
 
 class DecisionLog:
@@ -47,6 +50,7 @@ class DecisionLog:
             "error_pct": "" if error is None else round(error, 2),
             "model_form": "" if self._before is None else self._before.form_,
             "model_loo_rms": self._loo,
+            "network": "; ".join(str(c) for c in record.network_changes),
         })
         model = getattr(policy, "model", None)
         self._before = self._snapshot(model)

@@ -39,8 +39,20 @@ def test_simulate_applies_the_events_file(tmp_path: Path) -> None:
     sc = _scenario(tmp_path)
     out = tmp_path / "events.json"
     ev = _events(tmp_path, [{"t_s": 25, "node": "a", "add_rtt_ms": 200}])  # (b, a) degrades; (b, d) is 20 ms
-    assert main(["simulate", "-s", str(sc), "-p", "gesscale", "--events", str(ev), "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["policies"]["gesscale"]["moves"] == 1
+    # An events file is not the operator's map: the controller sees the degradation by measuring it (two samples
+    # of the median of 3: at 40, two periods after 25), and the latency-aware `static` moves a replica; gesscale
+    # answers the throughput drop itself (it scales up at 40, placing on the view): no move follows.
+    argv = ["simulate", "-s", str(sc), "-p", "static,gesscale", "--events", str(ev), "--json", str(out)]
+    assert main([*argv, "--latency-source", "measured"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["policies"]["static"]["moves"] == 1 and doc["policies"]["gesscale"]["moves"] == 0
+    assert doc["network"]["latency_source"] == "measured"
+    for pid in ("static", "gesscale"):
+        changes = doc["network"]["changes"][pid][0]["changes"]
+        assert {"t_s": 40.0, "pair": ["a", "b"], "old_ms": 10.0, "new_ms": 210.0} in changes
+    assert main([*argv, "--latency-source", "map"]) == 0  # the map's view (the default): the degradation is unseen
+    doc = json.loads(out.read_text())
+    assert doc["policies"]["static"]["moves"] == doc["policies"]["gesscale"]["moves"] == 0 and "network" not in doc
 
 
 @pytest.mark.parametrize(("entry", "message"), [

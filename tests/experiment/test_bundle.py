@@ -40,6 +40,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
     ({"controller": {"warmup_s": -5}}, r"controller: 'warmup_s' must be in \[0, 86400\], got -5"),
     ({"controller": {"warmup_s": "soon"}}, "controller: 'warmup_s': 'soon' is not a duration"),
     ({"controller": {"min_replicas": 2}}, "controller: unknown key 'min_replicas'"),
+    ({"controller": {"latency_source": "ping"}}, "controller: 'latency_source' must be one of map, measured, both"),
     ({"scenario": "nosuch.yaml"}, "'scenario': file not found"),
 ])
 def test_spec_mistakes_are_one_line(extra: dict[str, object], message: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from gesscale.config import ControllerConfig
+from gesscale.config import LATENCY_SOURCES, ControllerConfig
 from gesscale.workloads import WORKLOAD_KEYS
 
 # Numbers at and beyond the edges of every declared range.
@@ -121,6 +121,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):  # a twin's measured reconfiguration timing (gesscale/twin.py)
         base["operator"]["reconfig"] = {"up": {"effective_s": 40, "pause_s": 7, "observation_gap_s": 45},
                                         "down": {"effective_s": 8, "pause_s": 4}}
+    if draw(st.booleans()):  # what the controller sees of the network (a choice: hostile values seldom hit one)
+        base["controller"] = {"latency_source": draw(st.sampled_from(LATENCY_SOURCES))}
     return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG]))
 
 

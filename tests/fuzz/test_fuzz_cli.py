@@ -156,9 +156,12 @@ def _specs() -> list[Any]:
 
 
 SPECS = _specs()
+# The names every option of kind `choice` takes (`model_form`, `latency_source`), so that valid ones are drawn too.
+CHOICES = sorted({c for spec in SPECS for c in spec.choices})
 
 
-@given(st.sampled_from(SPECS), _number_text(float) | s.texts | st.sampled_from(["4h", "1d", "2d", "none", "yes"]))
+@given(st.sampled_from(SPECS), _number_text(float) | s.texts | st.sampled_from(["4h", "1d", "2d", "none", "yes",
+                                                                                 *CHOICES]))
 def test_fuzz_option_values(spec: Any, text: str) -> None:
     """Every controller and policy option, as `--control-period 2d` or `--policy-option bins=1e9` give it: a value
     within the declared range, or one `UserError` line."""
@@ -173,6 +176,9 @@ def test_fuzz_option_values(spec: Any, text: str) -> None:
             return
     if value is None or isinstance(value, bool):
         assert value is None or spec.kind == "bool"
+        return
+    if spec.kind == "choice":
+        assert value in spec.choices, (spec.name, text, value)
         return
     assert math.isfinite(value), (spec.name, text, value)
     assert spec.lo is None or value >= spec.lo, (spec.name, text, value)

@@ -74,6 +74,7 @@ def check_scenario(sc: Any) -> None:
     assert workload_duration_s(sc.workload) <= MAX_WORKLOAD_S
     for name, value in sc.controller.items():
         assert not isinstance(value, float) or math.isfinite(value), (name, value)
+    assert sc.controller.get("latency_source", "map") in ("map", "measured", "both")
 
 
 @given(s.scenarios())

@@ -10,9 +10,11 @@ setup:
 demo: setup
 	$(BIN)/gesscale demo $(ARGS)
 
+# The whole suite: the tests that start services, and beside them at nice 19 those that start none
+# (tests/run_split.py); PYTEST_ARGS naming tests runs just those.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python -m tests.run_split $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,0 +1,96 @@
+"""`make test`: the whole suite as two pytest processes at once, so that its wall time fits CI's budget.
+
+The suite's time goes mostly to end-to-end tests that wait: for Spark executors starting inside quarter-core
+CPU budgets, for brokers, for SSH hosts. While they wait, a core is often idle. The tests that start no service
+(pure logic, the simulator, figures, the CLI, property tests: several minutes on their own) fill those idle
+cycles in a second pytest process at the lowest CPU priority (nice 19), so they take almost nothing from the
+live tests, whose measurements (a node's sustained rate, a calibration's ordering) stay what they were alone.
+
+The two groups are split by folder (`SERVICE_DIRS`: the folders whose tests start brokers, Spark, SSH hosts,
+namespaces, iptables rules or the delay daemon); every test file is in exactly one group
+(tests/test_run_split.py checks it). Each group has its own ports, temporary folders and fixtures; none uses a
+fixed resource of the other.
+
+Arguments are pytest's. When they name tests (a path or a node id), one pytest runs them as given: the split is
+for the whole suite. The exit status is the first non-zero of the two (0 when both passed); the pure group's
+output follows the service group's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+# Folders whose tests start services (brokers, Spark, the testbed, SSH namespace hosts, iptables, the delay daemon).
+SERVICE_DIRS = ("brokers", "faults", "fleet", "jobs", "netem", "producer", "testbed")
+
+
+def groups(tests: Path = TESTS) -> tuple[list[str], list[str]]:
+    """(service paths, pure paths) relative to the project root: the service folders, and every other test
+    folder and top-level test file."""
+    service = [f"tests/{d}" for d in SERVICE_DIRS if (tests / d).is_dir()]
+    pure = sorted(f"tests/{p.name}" for p in tests.iterdir()
+                  if (p.is_dir() and p.name not in SERVICE_DIRS and p.name not in ("fixtures", "data", "__pycache__")
+                      and any(p.rglob("test_*.py")))
+                  or (p.is_file() and p.name.startswith("test_") and p.suffix == ".py"))
+    return service, pure
+
+
+def names_tests(args: Sequence[str]) -> bool:
+    """Whether pytest's arguments select test paths or node ids (then the split does not apply)."""
+    takes_value = {"-k", "-m", "-p", "-o", "-c", "--durations", "--basetemp", "--rootdir", "--confcutdir",
+                   "--deselect", "--ignore", "--maxfail", "--junitxml", "--tb", "-W"}
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg in takes_value:
+            skip = True
+            continue
+        if not arg.startswith("-") and (Path(arg.split("::")[0]).exists() or "::" in arg):
+            return True
+    return False
+
+
+def _lowest_priority() -> None:  # pragma: no cover - runs in the child before exec
+    os.nice(19)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the suite split in two (module docstring); returns the exit status."""
+    pytest = [sys.executable, "-m", "pytest"]
+    if names_tests(argv):
+        return subprocess.call([*pytest, *argv], cwd=ROOT)
+    service, pure = groups()
+    t0 = time.monotonic()
+    ended: dict[str, float] = {}
+    with tempfile.TemporaryFile("w+") as pure_out:
+        pure_proc = subprocess.Popen([*pytest, *argv, *pure], cwd=ROOT, stdout=pure_out, stderr=subprocess.STDOUT,
+                                     preexec_fn=_lowest_priority)
+        watcher = threading.Thread(target=lambda: (pure_proc.wait(), ended.setdefault("pure", time.monotonic())))
+        watcher.start()
+        service_rc = subprocess.call([*pytest, *argv, *service], cwd=ROOT)
+        ended["service"] = time.monotonic()
+        watcher.join()
+        pure_rc = pure_proc.returncode
+        pure_out.seek(0)
+        print(f"\n===== tests that start no service ({' '.join(pure)}), run beside the others at nice 19 =====",
+              flush=True)
+        for line in pure_out:
+            sys.stdout.write(line)
+    print(f"\nsuite: services {ended['service'] - t0:.0f} s (exit {service_rc}), no services "
+          f"{ended['pure'] - t0:.0f} s (exit {pure_rc}), wall {time.monotonic() - t0:.0f} s", flush=True)
+    return service_rc or pure_rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

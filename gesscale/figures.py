@@ -71,12 +71,18 @@ def pyplot() -> Any:
     return plt
 
 
+# The policies of the paper's comparison (Table III) first, then the offline optimum: each of these six has a
+# colour of its own, so the policies compared side by side never differ by line style alone (gesscale and
+# mdl-nlunaware shared one when the order was the registry's); the rest follow in registry order.
+STYLE_FIRST = ("gesscale", "mdl-nlunaware", "thr-nlaware", "thr-nlunaware", "gesscale-plus", "optimal")
+
+
 def policy_style(pid: str) -> dict[str, Any]:
-    """Colour, line style and marker of a policy, fixed by its place in the registry (16 policies: 6 colours
-    times 3 line styles, 16 markers), so a policy looks the same in every figure."""
+    """Colour, line style and marker of a policy, fixed by its place in `STYLE_FIRST` then the registry (16
+    policies: 6 colours times 3 line styles, 16 markers), so a policy looks the same in every figure."""
     from gesscale.policies.base import policy_ids
 
-    ids = list(policy_ids())
+    ids = [*STYLE_FIRST, *(p for p in policy_ids() if p not in STYLE_FIRST)]
     i = ids.index(pid) if pid in ids else len(ids) + sum(map(ord, pid))
     n = len(POLICY_COLOURS)
     return {"color": POLICY_COLOURS[i % n], "linestyle": LINESTYLES[(i // n) % len(LINESTYLES)],

@@ -145,7 +145,9 @@ class MqttSink:
         self._outage.up(time.monotonic(), len(self._inflight))
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
-        if not self._closing:
+        # paho calls this after a refused CONNECT too: the refusal is one error line (`_await_connected`), not an
+        # outage to retry (it printed "unreachable ... retrying" before the error when paho's thread came first)
+        if not self._closing and self._refused is None:
             self._lost.set()
             self._ready.clear()
             self._outage.down(time.monotonic(), f"disconnected ({reason_code})")

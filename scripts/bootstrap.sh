@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything `make demo` and `make test` need on a fresh Debian 12 machine:
 # Debian packages (Java, mosquitto, sshd, ping) when missing, then .venv with the project; `test` (the default)
-# adds the dev tools. `bootstrap.sh demo` installs and compiles only what the demo runs, so that a fresh clone's
-# `make demo` does not wait for the test tools, Ansible's or Kubernetes' client bytecode; `make test` adds them.
+# adds the dev tools. `bootstrap.sh demo` installs and compiles only what the demo runs (no test tools, no bytecode
+# for Ansible or the Kubernetes client), for a machine that only runs the demo; `make demo` and `make test` both
+# run the default for now.
 # Re-running is cheap: each step is skipped when already satisfied.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +21,9 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.gesscale-installed      # the lock without the dev extra: what `make demo` runs
-dev_stamp=.venv/.gesscale-dev-installed  # the dev extra too: what `make test` runs
-# Packages the demo never imports: their bytecode is compiled with the dev tools (`make test`), not before a demo.
+stamp=.venv/.gesscale-installed      # the lock without the dev extra: what the demo runs
+dev_stamp=.venv/.gesscale-dev-installed  # the dev extra too: what the tests run
+# Packages the demo never imports: their bytecode is compiled in the `test` stage, not in the `demo` one.
 NOT_FOR_DEMO='/(ansible|ansible_collections|ansible_test|ansible_runner|kubernetes|pip|fabric|invoke|paramiko)/'
 # Python packages come from the lock (uv.lock; requirements-lock.txt for pip), refreshed by `make lock`. The uv
 # that wrote uv.lock is pinned here so that every machine reads it alike.

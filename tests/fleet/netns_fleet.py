@@ -34,6 +34,12 @@ USER = "gsadmin"
 OVERLAID = ("etc", "opt", "var", "usr", "srv", "root", "home", "boot")
 
 
+def _normal_priority() -> None:  # pragma: no cover - runs in the child before exec
+    """A host runs at normal priority (nice 0) even when the test runner is niced (tests/run_split.py), as a
+    real host would: the delay daemons the tests measure run on it."""
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+
+
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
@@ -172,6 +178,7 @@ class Fleet:
             ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--pid", "--fork", "--mount-proc",
              "sh", "-c", self._host_script(host, root)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_normal_priority,
         )  # fmt: skip
         log.close()
 

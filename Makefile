@@ -7,7 +7,9 @@ BIN := $(VENV)/bin
 setup:
 	@bash scripts/bootstrap.sh
 
-demo: setup
+# The demo needs no test tools: bootstrap's `demo` stage leaves out the dev extra and its bytecode.
+demo:
+	@bash scripts/bootstrap.sh demo
 	$(BIN)/gesscale demo $(ARGS)
 
 # The whole suite: the tests that start services, and beside them at nice 19 those that start none

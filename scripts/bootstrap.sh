@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything `make demo` and `make test` need on a fresh Debian 12 machine:
 # Debian packages (Java, mosquitto, sshd, ping) when missing, then .venv with the project; `test` (the default)
-# adds the dev tools. `bootstrap.sh demo` installs and compiles only what the demo runs (no test tools, no bytecode
-# for Ansible or the Kubernetes client), for a machine that only runs the demo; `make demo` and `make test` both
-# run the default for now.
+# adds the dev tools. `bootstrap.sh demo` (what `make demo` runs) installs and compiles only what the demo runs (no
+# test tools, no bytecode for Ansible or the Kubernetes client); `make test` and `make setup` run the default.
 # Re-running is cheap: each step is skipped when already satisfied.
 set -euo pipefail
 cd "$(dirname "$0")/.."

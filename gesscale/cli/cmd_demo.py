@@ -152,6 +152,13 @@ def register(app: typer.Typer) -> None:
         site: str | None = site_option(),
         query: str = query_option(),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view of the controller."),
+        events: Path | None = typer.Option(
+            None, "--events", exists=True, dir_okay=False,
+            help="Events file (docs/events.md) of what happens to the fog during the day, t = 0 at the day's "
+                 "start: its link changes are applied to the WAN emulation at their times, its partitions and "
+                 "flaps cut the pairs' links; the controller's map stays --latency-map (it sees the events only by "
+                 "measuring: --latency-source measured|both). Node events (crash, leave, join, churn) are not "
+                 "applied live yet. What was applied, and when: the report's network section."),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
     ) -> None:
@@ -201,7 +208,7 @@ def register(app: typer.Typer) -> None:
                            control_period_s=controller.pop("control_period_s"),
                            warmup_s=controller.pop("warmup_s"), drain_timeout_s=drain_timeout,
                            sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query,
-                           latency_map=latency_map,
+                           latency_map=latency_map, events=events,
                            controller=controller, policy_options=popts)
         if view and console.is_terminal:
             with Live(live_view, console=console, refresh_per_second=2):

@@ -202,7 +202,7 @@ def register(app: typer.Typer) -> None:
                 ctl.run(until, catch_interrupt=True)
             if ctl.interrupted:
                 console.print("stopping ...")
-            for line in run_network_summary(tb.wan, monitor, tb.fleet.run_dir):
+            for line in run_network_summary(tb.wan, monitor, tb.fleet.run_dir, tb.fleet.state.t0):
                 console.print(line)
         finally:
             metrics.close()

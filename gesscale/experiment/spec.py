@@ -218,8 +218,8 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
                         f"{', '.join(repr(b) for b in BUILT)}: the simulator and the local testbed)")
     if env == "local":
         if "events" in data:
-            raise UserError(f"{where}: 'events' is for environment: sim (the live testbed does not apply events yet:"
-                            " docs/events.md)")
+            raise UserError(f"{where}: 'events' is for environment: sim (an experiment's live runs take no events "
+                            "yet; `gesscale demo --events FILE` does: docs/events.md)")
         return _local_spec(data, where, root)
     for key in ("local", "sim_policies", "repeats", "compare", "order_seed"):
         if key in data:

@@ -11,6 +11,7 @@ strategy and the change's measured timing.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def live_monitor(backend: LocalBackend, wan: Any, prior_map: LatencyMap, source:
     def write(report: RoundReport) -> None:
         if record is not None:
             with record.open("a") as fh:
-                fh.write(json.dumps(report.to_dict()) + "\n")
+                fh.write(json.dumps({**report.to_dict(), "unix": round(time.time(), 3)}) + "\n")
 
     return LatencyMonitor(measured, fog, wan.site, pinger, {n: fleet.state.nodes[n].cores for n in fog},
                           period_s, map_time=map_time(backend), on_round=write)
@@ -141,16 +142,18 @@ def fog_events(lmap: LatencyMap, events: Path | None, *, owned: bool, wan: bool,
     return fog, unapplied_warning(fog.events, source, command)
 
 
-def run_network_summary(wan: Any, monitor: LatencyMonitor | None, run_dir: Path) -> list[str]:
-    """What the run did to the network and saw of it, a few lines for the console; the monitor's summary is also
-    written to `<run_dir>/network-monitor.json`."""
+def run_network_summary(wan: Any, monitor: LatencyMonitor | None, run_dir: Path, t0_unix: float) -> list[str]:
+    """What the run did to the network and saw of it, a few lines for the console (times on the controller's
+    clock, whose 0 is the testbed's start `t0_unix`); the monitor's summary is also written to
+    `<run_dir>/network-monitor.json`."""
     lines = []
     if wan is not None and (wan.changes_applied or wan.outages_applied):
         for e in wan.outages_applied:
             lines.append(f"network: partitions/flaps from t0 {e['t0_unix']:.3f} (SIGHUP at {e['at']:.3f}): "
                          + "; ".join(f"{x['src']}->{x['dst']} {x['schedule']}" for x in e["links"]))
         for e in wan.changes_applied:
-            lines.append(f"network: t={e['t_s']:g} s applied (SIGHUP {e.get('late_s', 0):+.3f} s after due): "
+            lines.append(f"network: the change due at t={e['t_s']:g} s of the run applied at {e['at'] - t0_unix:.1f} s "
+                         f"on the controller's clock (SIGHUP {e.get('late_s', 0):+.3f} s after due): "
                          + ", ".join(f"{x['src']}->{x['dst']} {x['rtt_ms'][0]:g}->{x['rtt_ms'][1]:g} ms"
                                      for x in e.get("links", [])))
     if monitor is not None:

@@ -318,6 +318,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             network["changes_applied"] = list(tb.wan.changes_applied)  # link changes: due t_s, SIGHUP time
             network["outages_applied"] = list(tb.wan.outages_applied)  # partitions and flaps: t0, SIGHUP time
             network["t0_unix"] = tb.wan.t0_unix  # the day's t = 0 (the events' clock)
+            # the controller's clock (periods' time_s) counts from this: unix = testbed_t0_unix + time_s
+            network["testbed_t0_unix"] = tb.fleet.state.t0
             if opts.events is not None:
                 network["events"] = {"file": str(opts.events), "entries": [e.to_dict() for e in fog_map.events]}
             cpu = tb.wan.daemon_cpu_s()

@@ -5,6 +5,7 @@ and the probe's command (`GroupPinger.argv`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,24 @@ def test_the_probe_joins_the_nodes_network_group_then_its_budget_groups_then_pin
     to_site = pinger.argv("fog2", "site")  # fog2 has no budget group now (its worker stopped)
     assert to_site[3:5] == ["probe", "/cg/net/fog2/cgroup.procs"] and to_site[-3] == "127.0.0.1"
     assert "shift 1" in to_site[2]
+
+
+def test_the_runs_console_summary_gives_the_events_on_the_controllers_clock_and_the_monitors_cost(
+        tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from gesscale.testbed.controller import run_network_summary
+
+    net = FakeNetwork(cpu_s=0.01)
+    monitor = _monitor(net)
+    monitor.network(10.0)
+    monitor.network(20.0)
+    wan = SimpleNamespace(outages_applied=[], changes_applied=[
+        {"t_s": 90.0, "at": 1000.0 + 150.2, "late_s": 0.004,
+         "links": [{"src": "fog1", "dst": "fog2", "rtt_ms": [1.7, 61.7]}]}])
+    lines = run_network_summary(wan, monitor, tmp_path, t0_unix=1000.0)
+    assert lines[0] == ("network: the change due at t=90 s of the run applied at 150.2 s on the controller's clock "
+                        "(SIGHUP +0.004 s after due): fog1->fog2 1.7->61.7 ms")
+    most = max(sum(p.src == n for p in monitor.probes) for n in FOG) * 0.01 / (0.25 * PERIOD)
+    assert lines[1].startswith("latency monitor: 2 rounds of 21 probes") and f"{100 * most:.2f} %" in lines[1]
+    assert json.loads((tmp_path / "network-monitor.json").read_text())["rounds"] == 2

@@ -9,6 +9,11 @@ those of owners that are gone, and nothing else (a chain is ours by its name and
 The rules have no `--queue-bypass`: while the daemon is away the testbed's packets wait, so a dead daemon shows
 as a stall, never as a network without latency. `health()` says why emulation is not working (daemon gone, queue
 not bound, rules missing); the live backend polls it every period and restarts the daemon, recording the gap.
+
+Over a run the map the emulation follows may change (its `changes:`, and a run's `--events`: docs/events.md):
+`follow_schedule` starts the run's clock, gives the partitions and flaps their outages from it, and applies each
+link change at its time (`gesscale.testbed.wan_events`: the table's contents; here: writing it, SIGHUP, and the
+record of when, `wan-events.jsonl`).
 """
 
 from __future__ import annotations

@@ -206,3 +206,32 @@ def test_the_runs_console_summary_gives_the_events_on_the_controllers_clock_and_
     most = max(sum(p.src == n for p in monitor.probes) for n in FOG) * 0.01 / (0.25 * PERIOD)
     assert lines[1].startswith("latency monitor: 2 rounds of 21 probes") and f"{100 * most:.2f} %" in lines[1]
     assert json.loads((tmp_path / "network-monitor.json").read_text())["rounds"] == 2
+
+
+class _CannedPinger(GroupPinger):
+    """The probe with its command replaced by one printing a ping's output: the run, the parsing and the rusage
+    path of `GroupPinger.__call__` without a group or a ping."""
+
+    def __init__(self, output: str, code: int = 0) -> None:
+        super().__init__({"fog1": "127.0.0.31"}, Path("/cg"), "site", lambda n: [])
+        self.output, self.code = output, code
+
+    def argv(self, src: str, dst: str) -> list[str]:
+        return ["/bin/sh", "-c", 'printf "%s" "$1"; exit "$2"', "canned", self.output, str(self.code)]
+
+
+def test_the_probe_reads_the_replies_and_its_own_cpu_and_reaps_its_process() -> None:
+    out = ("PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.\n"
+           "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=61.9 ms\n"
+           "64 bytes from 127.0.0.1: icmp_seq=2 ttl=64 time=61.7 ms\n"
+           "64 bytes from 127.0.0.1: icmp_seq=3 ttl=64 time=62.4 ms\n\n"
+           "--- 127.0.0.1 ping statistics ---\n"
+           "3 packets transmitted, 3 received, 0% packet loss, time 202ms\n")
+    got = _CannedPinger(out)(Probe("fog1", "site"))
+    assert (got.sent, got.times_ms, got.rtt_ms, got.error) == (3, (61.9, 61.7, 62.4), 61.9, "")
+    assert got.cpu_s >= 0.0
+    cut = _CannedPinger("3 packets transmitted, 0 received, 100% packet loss, time 2040ms\n", code=1)
+    res = cut(Probe("fog1", "site"))
+    assert (res.sent, res.rtt_ms, res.error) == (3, None, "")  # no reply: unreachable, not a failed probe
+    failed = _CannedPinger("", code=2)(Probe("fog1", "site"))
+    assert failed.sent == 0 and failed.error == "the probe did not run (exit 2)"

@@ -138,6 +138,9 @@ def register(app: typer.Typer) -> None:
                                     "before measuring what it sustains."),
         start_hour: int = typer.Option(_D.start_hour, "--start-hour", **_range("start_hour"),
                                         help="Hour of the day the replay starts at (0-23)."),
+        hours: float = typer.Option(_D.hours, "--hours", **_range("hours"),
+                                    help="Hours of the day replayed from --start-hour (24: the whole day; fewer "
+                                    "for a run about one stretch of it, e.g. --start-hour 8 --hours 10)."),
         drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout", **_range("drain_timeout_s"),
                                             help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
@@ -204,7 +207,7 @@ def register(app: typer.Typer) -> None:
                 f"n={r.observation.n} -> {r.decision.reason}"))
         opts = DemoOptions(out=out, report=report, nodes=nodes, node_cpu=node_cpu, policy=policy, strategy=strategy,
                            day_s=day, rides_per_day=rides_per_day, peak_load=peak_load, probe_s=probe,
-                           start_hour=start_hour,
+                           start_hour=start_hour, hours=hours,
                            control_period_s=controller.pop("control_period_s"),
                            warmup_s=controller.pop("warmup_s"), drain_timeout_s=drain_timeout,
                            sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query,

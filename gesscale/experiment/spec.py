@@ -49,7 +49,7 @@ LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "
 MAX_REPEATS = 20  # the exact sign-flip test enumerates 2^blocks sign assignments
 MAX_SEEDS = 100  # runs per policy of a simulated experiment
 LOCAL_KEYS = ("day_s", "nodes", "node_cpu", "strategy", "rides_per_day", "peak_load", "start_hour",
-              "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
+              "hours", "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,15 @@ LOCAL_RANGES: dict[str, tuple[float, float, bool]] = {
     "peak_load": (1, 9, False),
     "probe_s": (5, 3600, False),
     "start_hour": (0, 23, True),
+    "hours": (1, 24, False),  # of the day, from start_hour
     "drain_timeout_s": (0, 86400, False),
     "port_shift": (0, 800, True),  # the testbed's ports stay in 15000-15999
 }
 FLAGS = {"nodes": "--nodes", "node_cpu": "--node-cpu", "day_s": "--day", "rides_per_day": "--rides-per-day",
          "peak_load": "--peak-load", "probe_s": "--probe", "start_hour": "--start-hour",
-         "drain_timeout_s": "--drain-timeout", "port_shift": "port_shift"}
+         "hours": "--hours", "drain_timeout_s": "--drain-timeout", "port_shift": "port_shift"}
 RANGE_NOTES = {"nodes": " (fog1..fog9 on 127.0.0.31-39)", "node_cpu": " cores", "day_s": " s",
-               "peak_load": " (times what one node sustains)", "probe_s": " s", "drain_timeout_s": " s"}
+               "peak_load": " (times what one node sustains)", "probe_s": " s", "hours": " h", "drain_timeout_s": " s"}
 
 
 @dataclass
@@ -73,6 +74,9 @@ class DemoOptions:
     # Start at the end of the night trough: the morning rise comes within seconds (the first scale-up early),
     # the evening peak follows, and the night after it ends the day (scale-down).
     start_hour: int = 6
+    # Hours of the day replayed from start_hour (24: the whole day); fewer for a run about one stretch of it, such
+    # as an event in the near-flat hours 8-16, without waiting for the rest of the day.
+    hours: float = 24.0
     control_period_s: float = controller_option("control_period_s").default_for("demo")  # gesscale options
     warmup_s: float = controller_option("warmup_s").default_for("demo")
     drain_timeout_s: float = 120.0
@@ -102,8 +106,14 @@ class DemoOptions:
         """The taxi workload spec shared by the producer (`--pattern`)."""
         if self.rides_per_day is None:
             raise ValueError("the day's volume is sized after the warm-up (size_day)")
-        return {"kind": "taxi", "speed": round(self.speed, 6), "days": 1, "rides_per_day": self.rides_per_day,
+        return {"kind": "taxi", "speed": round(self.speed, 6), "days": round(self.hours / 24.0, 6),
+                "rides_per_day": self.rides_per_day,
                 "start_hour": self.start_hour, "duplication": DUPLICATION}
+
+    @property
+    def replay_s(self) -> float:
+        """Wall seconds of input: the day's length times the share of it replayed (`hours`)."""
+        return self.day_s * self.hours / 24.0
 
     def peak_rate(self) -> float:
         """Records/s of the day's busiest hour (the taxi shape's mean; arrivals are Poisson around it)."""
@@ -262,7 +272,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
                     "chosen": f"peak = {opts.peak_load:g} x the {rate:.0f} records/s one node sustained in the "
                               "warm-up (saturated throughput of a drained burst)"}
         load["peak_rate"] = round(opts.peak_rate(), 1)
-        say(f"replaying one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x{DUPLICATION}, peak "
+        part = "" if opts.hours >= 24 else f"hours {opts.start_hour}-{opts.start_hour + opts.hours:g} of "
+        say(f"replaying {part}one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x{DUPLICATION}, peak "
             f"{opts.peak_rate():.0f}/s); controller {opts.policy} ({opts.strategy}), "
             f"period {opts.control_period_s:g} s")
         # The day starts once the job is warm, so that the controller starts without a backlog (runs that started
@@ -278,7 +289,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
                                    record=out / "network-monitor.jsonl")
         ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners,
                              policy_options=opts.policy_options, monitor=monitor)
-        deadline = t_run + opts.day_s + opts.drain_timeout_s
+        deadline = t_run + opts.replay_s + opts.drain_timeout_s
 
         drained_periods = 0
 

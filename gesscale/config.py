@@ -82,10 +82,11 @@ class ControllerConfig:
     )
     latency_source: str = _opt(
         "map", "What network the controller sees (docs/events.md): map: the operator's latency map with its own "
-        "changes (not an events file's link entries); measured: RTTs the simulator samples every period, smoothed "
-        "(median of 3: a change is seen within 2 periods); both: the map, each pair replaced by its measurement "
-        "once it has one. The live measurement is not built yet.", kind="choice",
-        choices=LATENCY_SOURCES, where=("sim",),
+        "changes (not an events file's link entries); measured: RTTs measured every period (the simulator samples "
+        "them; on the local testbed, pings from inside each fog node through the WAN emulation), smoothed (median "
+        "of 3: a change is seen within 2 periods); both: the map, each pair replaced by its measurement once it "
+        "has one.", kind="choice",
+        choices=LATENCY_SOURCES, where=("sim", "testbed", "demo"),
     )
     recommend_only: bool = _opt(False, "Decide and report, but change nothing (dry run).", where=LIVE)
     seed: int = _opt(1, "Seed of every random choice (random placement, simulator noise).", lo=0, hi=MAX_SEED)

@@ -26,8 +26,9 @@ The network: with `network` (a function of the time the backend reports, e.g. `l
 simulator, whose clock counts seconds from the start of the run), the policies see the map in force at each
 period, as a network monitor would report it; without it, the map given stays in force for the whole run. In
 the simulator that is the operator's map (`--latency-source map`) or a map kept from measured RTTs
-(`gesscale.measured_latency`; `network_log(t)` gives the changes it logged at t, kept in the period's
-`StepRecord.network_changes`: the decision log says when the controller learnt of a change).
+(`gesscale.measured_latency`; on the local testbed, measured live by `gesscale.testbed.latency_monitor`;
+`network_log(t)` gives the changes it logged at t, kept in the period's `StepRecord.network_changes`: the
+decision log says when the controller learnt of a change).
 """
 
 from __future__ import annotations

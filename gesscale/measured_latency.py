@@ -25,7 +25,8 @@ value last logged for it (at first: the map's) is recorded as a `LatencyChange` 
 decision log; a slow drift is logged once it adds up to the threshold.
 
 Pure: no I/O. Who measures is the caller's: the simulator samples the RTT in force at the end of each period
-(`gesscale.sim_backend`); a live prober is not built yet. Every pair is measured each period (N(N-1)/2 probes),
+(`gesscale.sim_backend`); on the local testbed, `gesscale.testbed.latency_monitor` pings every link from inside
+the fog nodes each period. Every pair is measured each period (N(N-1)/2 probes),
 so a measured view is for maps of at most `MEASURED_MAX_NODES` nodes.
 """
 

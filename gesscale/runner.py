@@ -30,6 +30,7 @@ from gesscale.config import ControllerConfig
 from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
 from gesscale.mape import ControlLoop, StepRecord
+from gesscale.measured_latency import LatencyChange
 from gesscale.model import PerformanceModel
 from gesscale.observation import Reconfiguration
 from gesscale.policies.base import Policy, make_policy
@@ -98,13 +99,15 @@ class RunnerHooks:
     from that moment rather than from the observation that asked for it (None: from the observation).
     `log_fields(rec)`: keys added to the reconfiguration's line in `reconfigurations.jsonl` (e.g. the strategy
     and the measured timing). `on_error(err)`: told of a failed reconfiguration or a missing observation
-    before the runner goes on to the next period (None: logged as a warning).
+    before the runner goes on to the next period (None: logged as a warning). `network_log(t)`: the changes
+    the controller's measured view of the network logged at `t`, kept in the period's record (`ControlLoop`).
     """
 
     network: Callable[[float], LatencyMap] | None = None
     effective_at: Callable[[], float] | None = None
     log_fields: Callable[[Reconfiguration], dict[str, Any]] | None = None
     on_error: Callable[[Exception], None] | None = None
+    network_log: Callable[[float], tuple[LatencyChange, ...]] | None = None
 
 
 class LiveRunner:
@@ -137,7 +140,8 @@ class LiveRunner:
             resumed_model = self.resumed and _state_has_model(self.state_path, self.policy.id)
         self.model_from = "state" if resumed_model else ("file" if initial_model is not None else "")
         self.loop = ControlLoop(backend, self.policy, latency_map, config, state_path=self.state_path,
-                                on_step=self._on_step, network=self.hooks.network)
+                                on_step=self._on_step, network=self.hooks.network,
+                                network_log=self.hooks.network_log)
         if self.model_from == "file" and self.resumed:
             # The resumed state held no fitted model (a run that never measured): the file's model stands.
             start_from_model(self.policy, initial_model)  # type: ignore[arg-type]

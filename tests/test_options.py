@@ -67,9 +67,11 @@ def test_the_flag_names_are_the_same_in_every_command() -> None:
     for env, flags in names.items():
         for name, flag in flags.items():
             assert flag == "--" + name.removesuffix("_s").replace("_", "-"), (env, name)
-    # recommend_only: live only; latency_source: the simulator only (the live measurement is not built)
-    assert names["sim"].keys() - {"latency_source"} < names["testbed"].keys() == names["k8s"].keys()
-    assert "latency_source" not in names["testbed"] and "latency_source" in names["sim"]
+    # recommend_only: live only; latency_source: the simulator and the local testbed (run, demo), not k8s run
+    # (the measurement from the nodes of a cluster is not built)
+    assert names["sim"].keys() < names["testbed"].keys() == names["demo"].keys()
+    assert names["testbed"].keys() - {"latency_source"} == names["k8s"].keys()
+    assert "latency_source" not in names["k8s"] and "latency_source" in names["sim"]
 
 
 def test_defaults_that_differ_per_environment_are_declared() -> None:
@@ -130,7 +132,10 @@ def test_the_generated_flags_reach_the_command_checked_and_converted() -> None:
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--latency-source", "probes"],
      "'latency_source' must be one of map, measured, both, got 'probes'"),
     (["compare", "-s", "scenarios", "--latency-source", "Map"], "'latency_source' must be one of map, measured"),
-    (["run", "--latency-source", "measured"], "No such option: --latency-source"),
+    (["k8s", "run", "--hook-url", "http://x", "--latency-source", "measured"], "No such option: --latency-source"),
+    (["run", "--latency-source", "probes"], "'latency_source' must be one of map, measured, both, got 'probes'"),
+    (["demo", "--latency-source", "Both", "--out", "/nonexistent/gesscale-demo"],
+     "'latency_source' must be one of map, measured, both, got 'Both'"),
     (["k8s", "run", "--hook-url", "http://x", "--policy", "static", "--policy-option", "replicas=-1"],
      "'replicas' must be in [1, 1e+06]"),
 ])

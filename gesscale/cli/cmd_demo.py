@@ -138,6 +138,9 @@ def register(app: typer.Typer) -> None:
                                     "before measuring what it sustains."),
         start_hour: int = typer.Option(_D.start_hour, "--start-hour", **_range("start_hour"),
                                         help="Hour of the day the replay starts at (0-23)."),
+        hours: float = typer.Option(_D.hours, "--hours", **_range("hours"),
+                                    help="Hours of the day replayed from --start-hour (24: the whole day; fewer "
+                                    "for a run about one stretch of it, e.g. --start-hour 8 --hours 10)."),
         drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout", **_range("drain_timeout_s"),
                                             help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
@@ -152,6 +155,13 @@ def register(app: typer.Typer) -> None:
         site: str | None = site_option(),
         query: str = query_option(),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view of the controller."),
+        events: Path | None = typer.Option(
+            None, "--events", exists=True, dir_okay=False,
+            help="Events file (docs/events.md) of what happens to the fog during the day, t = 0 at the day's "
+                 "start: its link changes are applied to the WAN emulation at their times, its partitions and "
+                 "flaps cut the pairs' links; the controller's map stays --latency-map (it sees the events only by "
+                 "measuring: --latency-source measured|both). Node events (crash, leave, join, churn) are not "
+                 "applied live yet. What was applied, and when: the report's network section."),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
     ) -> None:
@@ -197,11 +207,11 @@ def register(app: typer.Typer) -> None:
                 f"n={r.observation.n} -> {r.decision.reason}"))
         opts = DemoOptions(out=out, report=report, nodes=nodes, node_cpu=node_cpu, policy=policy, strategy=strategy,
                            day_s=day, rides_per_day=rides_per_day, peak_load=peak_load, probe_s=probe,
-                           start_hour=start_hour,
+                           start_hour=start_hour, hours=hours,
                            control_period_s=controller.pop("control_period_s"),
                            warmup_s=controller.pop("warmup_s"), drain_timeout_s=drain_timeout,
                            sim_policies=sim_policies, listeners=listeners, wan=wan, site=site, query=query,
-                           latency_map=latency_map,
+                           latency_map=latency_map, events=events,
                            controller=controller, policy_options=popts)
         if view and console.is_terminal:
             with Live(live_view, console=console, refresh_per_second=2):

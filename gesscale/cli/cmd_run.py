@@ -57,6 +57,13 @@ def register(app: typer.Typer) -> None:
         reset_state: bool = typer.Option(False, "--reset-state", help="Start afresh: the existing controller "
                                          "state is moved aside (controller.reset-<time>.json), not deleted."),
         view: bool = typer.Option(True, "--view/--no-view", help="Live terminal view (off: one line per period)."),
+        events: Path | None = typer.Option(
+            None, "--events", exists=True, dir_okay=False,
+            help="New testbed with --wan: events file (docs/events.md) of what happens to the fog during the run, "
+                 "t = 0 at the controller's start: its link changes are applied to the WAN emulation at their "
+                 "times, its partitions and flaps cut the pairs' links; the controller's map stays --latency-map "
+                 "(it sees the events only by measuring: --latency-source measured|both). Node events (crash, "
+                 "leave, join, churn) are not applied live yet. Applied: <run-dir>/wan-events.jsonl."),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
     ) -> None:
@@ -66,6 +73,10 @@ def register(app: typer.Typer) -> None:
         policy, and adds or removes executors on the chosen fog nodes (live or by restart). Model state is saved
         every period, so a controller killed and started again resumes. Ctrl-C stops and, for a testbed it
         brought up itself, tears everything down.
+
+        --events FILE makes the fog change during the run (link changes, partitions, flaps, applied to the WAN
+        emulation; the controller's map stays the file's); --latency-source measured|both gives the controller
+        the RTTs it measures every period from inside the fog nodes instead of the map (docs/events.md).
 
         Controller options (--control-period, --warmup, --min-replicas, --max-replicas, ...) and policy options
         (--policy-option KEY=VALUE) are those of `gesscale options`, with this command's defaults.
@@ -80,7 +91,13 @@ def register(app: typer.Typer) -> None:
         from gesscale.runner import error_reporter
         from gesscale.testbed import DEFAULT_MAP, Testbed, TestbedConfig
         from gesscale.testbed.backend import LocalBackend
-        from gesscale.testbed.controller import LiveController, parse_duration
+        from gesscale.testbed.controller import (
+            LiveController,
+            fog_events,
+            live_monitor,
+            parse_duration,
+            run_network_summary,
+        )
         from gesscale.testbed.job import JobSettings
         from gesscale.testbed.live import LiveView
         from gesscale.testbed.wan import WanSettings
@@ -105,7 +122,11 @@ def register(app: typer.Typer) -> None:
         ControllerConfig(**controller)  # options that contradict each other fail before anything starts
         stop_after = parse_duration(duration, "--duration") if duration else None
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
-        if (note := lmap.unapplied_events("run")) is not None:
+        fog_map, note = fog_events(lmap, events, owned=testbed is None, wan=wan, command="run")
+        source = controller.get("latency_source", "map")
+        if source != "map" and testbed is None and not wan:
+            raise UserError(f"--latency-source {source} measures the links through the WAN emulation; run with --wan")
+        if note is not None:
             typer.echo(f"gesscale: warning: {note}", err=True)
         if testbed is None:
             query = checked_query(query)
@@ -133,7 +154,7 @@ def register(app: typer.Typer) -> None:
             tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=node_cpu, bootstrap=bootstrap,
                                           job=JobSettings(bootstrap=bootstrap or "", input=input_topic,
                                                           query=query or "nearest-landmark"),
-                                          wan=WanSettings(lmap, site) if wan else None))
+                                          wan=WanSettings(fog_map, site) if wan else None))
         else:
             tb = Testbed.attach(testbed)
         metrics = ControllerMetrics()
@@ -150,8 +171,15 @@ def register(app: typer.Typer) -> None:
                     f"t={r.observation.time_s:.0f}s in={r.observation.input_rate:.0f}/s "
                     f"done={r.observation.throughput:.0f}/s backlog={r.observation.backlog:.0f} "
                     f"replicas={','.join(r.observation.replicas)} -> {r.decision.reason}"))
+            monitor = None
+            if config.latency_source != "map":
+                monitor = live_monitor(be, tb.wan, lmap, config.latency_source, config.control_period_s,
+                                       record=tb.fleet.run_dir / "network-monitor.jsonl")
+                console.print(f"measuring the network every period ({config.latency_source}): "
+                              f"{len(monitor.probes)} probes a round from inside the fog nodes, site {monitor.site}; "
+                              f"rounds in {tb.fleet.run_dir / 'network-monitor.jsonl'}")
             ctl = LiveController(be, policy, lmap_run, config, state or tb.fleet.run_dir / "controller.json",
-                                 listeners, initial_model=start_model, policy_options=popts)
+                                 listeners, initial_model=start_model, policy_options=popts, monitor=monitor)
             ctl.hooks.on_error = error_reporter(console.print)  # the period is skipped, the run goes on
             summary = ctl.policy.model_summary() or {}
             if ctl.resume_note:
@@ -174,6 +202,8 @@ def register(app: typer.Typer) -> None:
                 ctl.run(until, catch_interrupt=True)
             if ctl.interrupted:
                 console.print("stopping ...")
+            for line in run_network_summary(tb.wan, monitor, tb.fleet.run_dir, tb.fleet.state.t0):
+                console.print(line)
         finally:
             metrics.close()
             if owned:

@@ -49,7 +49,7 @@ LOCAL_SPEC_KEYS = ("name", "environment", "policies", "local", "sim_policies", "
 MAX_REPEATS = 20  # the exact sign-flip test enumerates 2^blocks sign assignments
 MAX_SEEDS = 100  # runs per policy of a simulated experiment
 LOCAL_KEYS = ("day_s", "nodes", "node_cpu", "strategy", "rides_per_day", "peak_load", "start_hour",
-              "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
+              "hours", "control_period_s", "warmup_s", "drain_timeout_s", "query", "wan", "site", "port_shift")
 
 
 @dataclass(frozen=True)
@@ -218,8 +218,8 @@ def spec_from_dict(data: Any, source: str = "<inline>", base: Path | None = None
                         f"{', '.join(repr(b) for b in BUILT)}: the simulator and the local testbed)")
     if env == "local":
         if "events" in data:
-            raise UserError(f"{where}: 'events' is for environment: sim (the live testbed does not apply events yet:"
-                            " docs/events.md)")
+            raise UserError(f"{where}: 'events' is for environment: sim (an experiment's live runs take no events "
+                            "yet; `gesscale demo --events FILE` does: docs/events.md)")
         return _local_spec(data, where, root)
     for key in ("local", "sim_policies", "repeats", "compare", "order_seed"):
         if key in data:

@@ -98,7 +98,7 @@ class LocalBackend(Backend):
 
     def __init__(self, fleet: Fleet, job: TestbedJob, latency_map: LatencyMap, *, strategy: str = "live",
                  control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0,
-                 warm: bool = True, wan: Any = None) -> None:
+                 warm: bool = True, wan: Any = None, schedule: bool = True) -> None:
         if strategy not in STRATEGIES:
             raise UserError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
         missing = [n for n in fleet.names if n not in latency_map.nodes]
@@ -112,8 +112,10 @@ class LocalBackend(Backend):
         self.settle_timeout_s = settle_timeout_s
         self.warm = warm
         self.wan = wan  # gesscale.testbed.wan.TestbedWan: its health is checked every period
-        self.started_s = time.time()  # t = 0 of the latency map's `changes:` schedule on this run
-        if wan is not None:
+        # t = 0 of the latency map's `changes:` and the run's fog events (`--events`) on this run; `schedule` False:
+        # a helper backend (the demo's capacity probe) that must not start the run's clock
+        self.started_s = time.time()
+        if wan is not None and schedule:
             wan.follow_schedule(self.started_s)
         self._input_end = input_end or self._broker_input_end
         self.log = BatchLog(job)

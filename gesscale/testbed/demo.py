@@ -40,14 +40,15 @@ LOCAL_RANGES: dict[str, tuple[float, float, bool]] = {
     "peak_load": (1, 9, False),
     "probe_s": (5, 3600, False),
     "start_hour": (0, 23, True),
+    "hours": (1, 24, False),  # of the day, from start_hour
     "drain_timeout_s": (0, 86400, False),
     "port_shift": (0, 800, True),  # the testbed's ports stay in 15000-15999
 }
 FLAGS = {"nodes": "--nodes", "node_cpu": "--node-cpu", "day_s": "--day", "rides_per_day": "--rides-per-day",
          "peak_load": "--peak-load", "probe_s": "--probe", "start_hour": "--start-hour",
-         "drain_timeout_s": "--drain-timeout", "port_shift": "port_shift"}
+         "hours": "--hours", "drain_timeout_s": "--drain-timeout", "port_shift": "port_shift"}
 RANGE_NOTES = {"nodes": " (fog1..fog9 on 127.0.0.31-39)", "node_cpu": " cores", "day_s": " s",
-               "peak_load": " (times what one node sustains)", "probe_s": " s", "drain_timeout_s": " s"}
+               "peak_load": " (times what one node sustains)", "probe_s": " s", "hours": " h", "drain_timeout_s": " s"}
 
 
 @dataclass
@@ -73,6 +74,9 @@ class DemoOptions:
     # Start at the end of the night trough: the morning rise comes within seconds (the first scale-up early),
     # the evening peak follows, and the night after it ends the day (scale-down).
     start_hour: int = 6
+    # Hours of the day replayed from start_hour (24: the whole day); fewer for a run about one stretch of it, such
+    # as an event in the near-flat hours 8-16, without waiting for the rest of the day.
+    hours: float = 24.0
     control_period_s: float = controller_option("control_period_s").default_for("demo")  # gesscale options
     warmup_s: float = controller_option("warmup_s").default_for("demo")
     drain_timeout_s: float = 120.0
@@ -85,6 +89,9 @@ class DemoOptions:
     wan: bool = True
     site: str | None = None
     port_shift: int = 0  # added to every default port of the testbed (run two demos side by side)
+    # What happens to the fog during the day (docs/events.md), t = 0 at the day's start: link changes, partitions
+    # and flaps applied to the WAN emulation; the controller's map stays `latency_map`.
+    events: Path | None = None
     query: str = "nearest-landmark"  # the job's `--query` (docs/queries.md)
     listeners: list[Callable[..., None]] = field(default_factory=list)
     controller: dict[str, Any] = field(default_factory=dict)  # the other controller options (`gesscale options`)
@@ -99,8 +106,14 @@ class DemoOptions:
         """The taxi workload spec shared by the producer (`--pattern`)."""
         if self.rides_per_day is None:
             raise ValueError("the day's volume is sized after the warm-up (size_day)")
-        return {"kind": "taxi", "speed": round(self.speed, 6), "days": 1, "rides_per_day": self.rides_per_day,
+        return {"kind": "taxi", "speed": round(self.speed, 6), "days": round(self.hours / 24.0, 6),
+                "rides_per_day": self.rides_per_day,
                 "start_hour": self.start_hour, "duplication": DUPLICATION}
+
+    @property
+    def replay_s(self) -> float:
+        """Wall seconds of input: the day's length times the share of it replayed (`hours`)."""
+        return self.day_s * self.hours / 24.0
 
     def peak_rate(self) -> float:
         """Records/s of the day's busiest hour (the taxi shape's mean; arrivals are Poisson around it)."""
@@ -130,6 +143,9 @@ class DemoOptions:
                                 f"got {brief(value)}")
         if self.strategy not in STRATEGIES:
             raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {brief(self.strategy)}")
+        source = self.controller.get("latency_source", "map")
+        if source != "map" and not self.wan:
+            raise UserError(f"--latency-source {source} measures the links through the WAN emulation; run with --wan")
 
 
 class Producer:
@@ -175,7 +191,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.runner import read_reconfigurations
     from gesscale.testbed import DEMO_MAP, KAFKA_PORT, Testbed, TestbedConfig
     from gesscale.testbed.backend import LocalBackend
-    from gesscale.testbed.controller import LiveController
+    from gesscale.testbed.controller import LiveController, fog_events, live_monitor
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.keys import account_job
@@ -183,6 +199,11 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.testbed.wan import WanSettings
 
     opts.validate()
+    # the map and the events are checked before anything is made (a mistake is one line, nothing to tear down)
+    lmap_all = load_latency_map(opts.latency_map or DEMO_MAP)
+    fog_map, note = fog_events(lmap_all, opts.events, owned=True, wan=opts.wan, command="demo")
+    if note is not None:
+        print(f"gesscale: warning: {note}", file=sys.stderr)
     t_start = time.monotonic()
     out = opts.out.resolve()
     opts.out = out
@@ -194,7 +215,6 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             raise UserError(f"a testbed seems to run in {run_dir} (testbed.json present); stop it or use --out")
         shutil.rmtree(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    lmap_all = load_latency_map(opts.latency_map or DEMO_MAP)
     if len(lmap_all.names) < opts.nodes:
         raise UserError(f"the latency map has only {len(lmap_all.names)} nodes")
     names = lmap_all.names[: opts.nodes]
@@ -205,7 +225,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
                            bp_window_s=opts.control_period_s, http_port=15080 + shift, ui_port=15040 + shift,
                            query=opts.query)
     ports = FleetPorts(15077 + shift, 15078 + shift, 15100 + shift, 15200 + shift)
-    wan = WanSettings(lmap_all, opts.site) if opts.wan else None
+    wan = WanSettings(fog_map, opts.site) if opts.wan else None
     if wan is not None:
         site = wan.resolve_site(names)
         say(f"emulating the map's RTTs between the fog nodes and the site {site} (broker, driver, producer)")
@@ -244,14 +264,16 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             t_probe = time.monotonic()
             say(f"job started after {timings['warm_up_s']:.0f} s; measuring what {names[0]} sustains: saturated "
                 f"for at least {opts.probe_s:.0f} s until its batches are steady ...")
-            rate = measure_node_rate(LocalBackend(tb.fleet, tb.job, lmap, wan=tb.wan), names[0], opts.probe_s, say)
+            rate = measure_node_rate(LocalBackend(tb.fleet, tb.job, lmap, wan=tb.wan, schedule=False), names[0],
+                                     opts.probe_s, say)
             timings["probe_s"] = time.monotonic() - t_probe
             opts.rides_per_day = opts.size_day(rate)
             load = {"rides_per_day": opts.rides_per_day, "node_rate": round(rate, 1), "peak_load": opts.peak_load,
                     "chosen": f"peak = {opts.peak_load:g} x the {rate:.0f} records/s one node sustained in the "
                               "warm-up (saturated throughput of a drained burst)"}
         load["peak_rate"] = round(opts.peak_rate(), 1)
-        say(f"replaying one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x{DUPLICATION}, peak "
+        part = "" if opts.hours >= 24 else f"hours {opts.start_hour}-{opts.start_hour + opts.hours:g} of "
+        say(f"replaying {part}one taxi day in {opts.day_s:.0f} s ({opts.rides_per_day} rides x{DUPLICATION}, peak "
             f"{opts.peak_rate():.0f}/s); controller {opts.policy} ({opts.strategy}), "
             f"period {opts.control_period_s:g} s")
         # The day starts once the job is warm, so that the controller starts without a backlog (runs that started
@@ -261,9 +283,13 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
                                control_period_s=opts.control_period_s, wan=tb.wan)
+        monitor = None
+        if config.latency_source != "map":  # the controller sees what it measures (docs/events.md)
+            monitor = live_monitor(backend, tb.wan, lmap_all, config.latency_source, config.control_period_s,
+                                   record=out / "network-monitor.jsonl")
         ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners,
-                             policy_options=opts.policy_options)
-        deadline = t_run + opts.day_s + opts.drain_timeout_s
+                             policy_options=opts.policy_options, monitor=monitor)
+        deadline = t_run + opts.replay_s + opts.drain_timeout_s
 
         drained_periods = 0
 
@@ -300,11 +326,19 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         backlog_left = steps[-1].observation.backlog if steps else None
         if tb.wan is not None:
             network["gaps"] = list(tb.wan.gaps)  # daemon restarts during the run (none expected)
-            network["changes_applied"] = list(tb.wan.changes_applied)
+            network["changes_applied"] = list(tb.wan.changes_applied)  # link changes: due t_s, SIGHUP time
+            network["outages_applied"] = list(tb.wan.outages_applied)  # partitions and flaps: t0, SIGHUP time
+            network["t0_unix"] = tb.wan.t0_unix  # the day's t = 0 (the events' clock)
+            # the controller's clock (periods' time_s) counts from this: unix = testbed_t0_unix + time_s
+            network["testbed_t0_unix"] = tb.fleet.state.t0
+            if opts.events is not None:
+                network["events"] = {"file": str(opts.events), "entries": [e.to_dict() for e in fog_map.events]}
             cpu = tb.wan.daemon_cpu_s()
             if cpu is not None and not tb.wan.gaps:  # since the testbed came up (a restart would reset it)
                 network["daemon_cpu_s"] = round(cpu, 2)
                 network["daemon_cpu_pct_of_a_core"] = round(100 * cpu / (time.monotonic() - t_start), 2)
+        if monitor is not None:  # the measured latency map: rounds, their cost, the changes it logged
+            network["monitor"] = monitor.summary()
     finally:
         pings.shutdown(wait=True)  # the testbed's groups must outlive any ping still running
         if producer is not None:
@@ -469,7 +503,9 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
         "producer": produced_summary,
         "latency": latency,
         "periods": [s.observation.to_dict() | {"decision": s.decision.reason}
-                    | ({"latency": period_latency[i]} if i < len(period_latency) else {}) for i, s in enumerate(steps)],
+                    | ({"latency": period_latency[i]} if i < len(period_latency) else {})
+                    | ({"network": [c.to_dict() for c in s.network_changes]} if s.network_changes else {})
+                    for i, s in enumerate(steps)],
         "timeline_png": str(png),
         "calibrated_scenario": scen,  # the run's simulated twin (gesscale.twin), under its historical name
         "twin": measured,  # what the twin was built from

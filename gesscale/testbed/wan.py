@@ -9,6 +9,11 @@ those of owners that are gone, and nothing else (a chain is ours by its name and
 The rules have no `--queue-bypass`: while the daemon is away the testbed's packets wait, so a dead daemon shows
 as a stall, never as a network without latency. `health()` says why emulation is not working (daemon gone, queue
 not bound, rules missing); the live backend polls it every period and restarts the daemon, recording the gap.
+
+Over a run the map the emulation follows may change (its `changes:`, and a run's `--events`: docs/events.md):
+`follow_schedule` starts the run's clock, gives the partitions and flaps their outages from it, and applies each
+link change at its time (`gesscale.testbed.wan_events`: the table's contents; here: writing it, SIGHUP, and the
+record of when, `wan-events.jsonl`).
 """
 
 from __future__ import annotations
@@ -24,16 +29,25 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.testbed.cgroups import sweep_stale as sweep_stale_groups
 from gesscale.testbed.netgroups import NetGroups, unified_root
+from gesscale.testbed.wan_events import (
+    LinkUpdate,
+    link_outages,
+    link_values,
+    outage_records,
+    pairs_to_queue,
+    table_document,
+)
 from gesscale.testbed.wan_plan import MARK_MASK, MARK_SHIFT, WanPlan, build_wan_plan, chain_name, choose_site
 from netem.userspace import agent, launch
 from netem.userspace.agent import bound_queues
+from netem.userspace.table import Outages
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +162,11 @@ class TestbedWan:
     gaps: list[dict[str, float]] = field(default_factory=list)
     latency_map: Any = None  # the map as written, with its `changes:` (None for an emulation attached to)
     changes_applied: list[dict[str, Any]] = field(default_factory=list)
+    # partitions and flaps (gesscale.testbed.wan_events): each link's outages in seconds of the run, written to
+    # the table once the run's t = 0 (`t0_unix`) is known
+    outages: dict[int, Outages] = field(default_factory=dict)
+    t0_unix: float | None = None
+    outages_applied: list[dict[str, Any]] = field(default_factory=list)
     _schedule_stop: threading.Event | None = None
 
     @property
@@ -157,7 +176,8 @@ class TestbedWan:
 
     @classmethod
     def start(cls, settings: WanSettings, hosts: Mapping[str, str], owner_pid: int, run_dir: Path) -> TestbedWan:
-        """Groups, daemon, rules; on failure everything made so far is removed again."""
+        """Groups, daemon, rules; on failure everything made so far is removed again. The map's partitions and
+        flaps get their outages once the run's t = 0 is known (`follow_schedule`)."""
         nodes = list(hosts)
         missing = [n for n in nodes if n not in settings.latency_map.nodes]
         if missing:
@@ -165,13 +185,16 @@ class TestbedWan:
         site = settings.resolve_site(nodes)
         sweep_stale()
         groups = NetGroups(owner_pid, nodes)
-        rtt, extras = link_tables(settings.latency_map, sorted({*nodes, site}))
+        sites = sorted({*nodes, site})
+        rtt, extras = link_tables(settings.latency_map, sites)
         queue = next((q for q in range(QUEUE_BASE, QUEUE_BASE + 100) if q not in bound_queues()), None)
         if queue is None:
             groups.close()
             raise UserError(f"no free NFQUEUE number in {QUEUE_BASE}-{QUEUE_BASE + 99}")
-        plan = build_wan_plan(rtt, extras, dict(hosts), site, groups.parent_name, f"tb{owner_pid}", queue)
-        wan = cls(plan, groups, site, Path(run_dir), latency_map=settings.latency_map)
+        plan = build_wan_plan(rtt, extras, dict(hosts), site, groups.parent_name, f"tb{owner_pid}", queue,
+                              queued=pairs_to_queue(settings.latency_map, sites))
+        wan = cls(plan, groups, site, Path(run_dir), latency_map=settings.latency_map,
+                  outages=link_outages(getattr(settings.latency_map, "events", ()), plan.links))
         try:
             wan._write_config()
             wan._start_daemon()
@@ -183,11 +206,24 @@ class TestbedWan:
         return wan
 
     def _write_config(self) -> None:
-        doc = {"queue": self.plan.queue, "mark_mask": MARK_MASK, "mark_shift": MARK_SHIFT,
-               "links": {str(k): {"delay_ms": v.delay_ms, "jitter_ms": v.jitter_ms, "loss_pct": v.loss_pct,
-                                  "src": v.src, "dst": v.dst} for k, v in self.plan.links.items()}}
+        doc = table_document(self.plan.queue, MARK_MASK, MARK_SHIFT, self.plan.links, self.t0_unix, self.outages)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(json.dumps(doc, indent=1))
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, self.config_path)  # the daemon never reads half a table
+
+    def _reload(self) -> float:
+        """Tell the daemon to re-read its table (SIGHUP; it keeps the packets it holds); the time of the signal."""
+        at = time.time()
+        for pid in daemon_pids(self.plan.tag):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGHUP)
+        return at
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        """Append what was applied to the run's record (`wan-events.jsonl` beside the table)."""
+        with contextlib.suppress(OSError), (self.run_dir / "wan-events.jsonl").open("a") as fh:
+            fh.write(json.dumps(entry) + "\n")
 
     def _start_daemon(self, timeout_s: float = 10.0) -> None:
         logf = (self.run_dir / "wan-daemon.log").open("ab")
@@ -204,35 +240,42 @@ class TestbedWan:
             time.sleep(0.05)
 
     def follow(self, t_s: float) -> bool:
-        """Give the links the values of the map in force `t_s` seconds into the run (its `changes:`); True when
-        they changed. The daemon takes the new table on SIGHUP, without a gap."""
+        """Give the links the values of the map in force `t_s` seconds into the run (its `changes:`, and the link
+        entries of an events file); True when they changed. The daemon takes the new table on SIGHUP, without a
+        gap; the change is recorded with the time of the signal (`changes_applied`, `wan-events.jsonl`)."""
         lmap = self.latency_map
         if lmap is None or not getattr(lmap, "change_times", None):
             return False
-        now = lmap.at(t_s)
-        sites = sorted({v for link in self.plan.links.values() for v in (link.src, link.dst)})
-        rtt, extras = link_tables(now, sites)
-        changed = False
-        for link_id, link in list(self.plan.links.items()):
-            jitter, loss = extras.get((link.src, link.dst), (0.0, 0.0))
-            new = replace(link, delay_ms=rtt[(link.src, link.dst)], jitter_ms=jitter, loss_pct=loss)
-            if new != link:
-                self.plan.links[link_id] = new
-                changed = True
-        if changed:
-            self._write_config()
-            for pid in daemon_pids(self.plan.tag):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGHUP)
-            self.changes_applied.append({"t_s": round(t_s, 1), "at": time.time()})
-            log.info("WAN emulation: the map's values at t=%.0f s applied", t_s)
-        return changed
+        new = link_values(lmap.at(t_s), self.plan.links)
+        changed = tuple((self.plan.links[i], new[i]) for i in self.plan.links if new[i] != self.plan.links[i])
+        if not changed:
+            return False
+        self.plan.links.update(new)
+        self._write_config()
+        at = self._reload()
+        entry: dict[str, Any] = {**LinkUpdate(t_s, new, changed).to_dict(), "t_s": round(t_s, 1), "at": at}
+        if self.t0_unix is not None:
+            entry["late_s"] = round(at - (self.t0_unix + t_s), 3)
+        self.changes_applied.append(entry)
+        self._record({"kind": "link", **entry})
+        log.info("WAN emulation: the map's values at t=%.0f s applied", t_s)
+        return True
 
     def follow_schedule(self, t0_wall: float) -> None:
-        """Apply each of the map's `changes:` at its time, counted from `t0_wall` (a thread; a later call starts
-        the schedule again from its own t0, so the run's last word on when it started wins)."""
+        """Start the run's clock at `t0_wall`: the partitions and flaps count from it (the table gets `t0_unix`
+        and the outages, SIGHUP), and each of the map's link changes is applied at its time (a thread). A later
+        call starts the schedule again from its own t0, so the run's last word on when it started wins."""
         if self._schedule_stop is not None:
             self._schedule_stop.set()
+        self.t0_unix = t0_wall
+        if self.outages:
+            self._write_config()
+            at = self._reload()
+            entry = {"kind": "outages", "t0_unix": t0_wall, "at": at,
+                     "links": outage_records(self.plan.links, self.outages)}
+            self.outages_applied.append(entry)
+            self._record(entry)
+            log.info("WAN emulation: %d link(s) get partitions or flaps from t0 %.3f", len(self.outages), t0_wall)
         times = list(getattr(self.latency_map, "change_times", None) or [])
         if not times:
             return
@@ -306,7 +349,8 @@ class TestbedWan:
         """What is emulated, for reports and the state file."""
         return {"site": self.site, "queue": self.plan.queue, "chain": self.plan.chain, "tag": self.plan.tag,
                 "groups": str(self.groups.parent), "daemon_pid": self.daemon_pid, "gaps": self.gaps,
-                "changes_applied": self.changes_applied,
+                "changes_applied": self.changes_applied, "outages_applied": self.outages_applied,
+                "t0_unix": self.t0_unix,
                 "links": [{"src": v.src, "dst": v.dst, "rtt_ms": v.delay_ms, "jitter_ms": v.jitter_ms,
                            "loss_pct": v.loss_pct} for v in self.plan.links.values()]}
 

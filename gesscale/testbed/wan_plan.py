@@ -24,7 +24,7 @@ the delay daemon, which holds each for its link's delay; `links` says which dela
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gesscale.errors import UserError
@@ -92,12 +92,14 @@ def choose_site(lmap_rtt: Mapping[tuple[str, str], float], names: Sequence[str],
 
 
 def build_wan_plan(rtt: Mapping[tuple[str, str], float], extras: Mapping[tuple[str, str], tuple[float, float]],
-                   hosts: Mapping[str, str], site: str, cgroup_parent: str, tag: str, queue: int) -> WanPlan:
+                   hosts: Mapping[str, str], site: str, cgroup_parent: str, tag: str, queue: int,
+                   queued: Collection[tuple[str, str]] = ()) -> WanPlan:
     """The rules and links of a testbed (see the module docstring).
 
     `rtt[(a, b)]` is the RTT (ms) between two sites, `extras[(a, b)]` their (jitter_ms, loss_pct) when not 0;
     `hosts` maps each fog node to its address, `cgroup_parent` is the v2 path (relative to the hierarchy's root)
-    holding one group per fog node.
+    holding one group per fog node. A pair of distinct sites in `queued` gets a link even when its RTT, jitter
+    and loss are 0 now (fog events delay or cut it later: `gesscale.testbed.wan_events.pairs_to_queue`).
     """
     check_name("tag", tag, "netem tag")
     if not 0 <= queue <= 65535:
@@ -116,7 +118,7 @@ def build_wan_plan(rtt: Mapping[tuple[str, str], float], extras: Mapping[tuple[s
     def add(match: list[str], src: str, dst: str) -> None:
         delay = rtt[(src, dst)] if src != dst else 0.0
         jitter, loss = extras.get((src, dst), (0.0, 0.0))
-        if delay <= 0 and jitter <= 0 and loss <= 0:
+        if delay <= 0 and jitter <= 0 and loss <= 0 and (src == dst or (src, dst) not in queued):
             rules.append([*match, *note, "-j", "RETURN"])  # same site: never queued
             return
         link_id = len(links) + 1

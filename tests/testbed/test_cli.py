@@ -21,8 +21,20 @@ from gesscale.cli import main
     ["demo", "--strategy", "sideways"],
     ["demo", "--policy", "no-such-policy"],
     ["demo", "--policies", "gesscale,nope"],
+    ["run", "--latency-source", "sometimes"],
+    ["run", "--latency-source", "measured", "--no-wan"],
+    ["demo", "--latency-source", "both", "--no-wan"],
+    ["run", "--events", "{events}", "--no-wan"],
+    ["run", "--events", "{events}", "--testbed", "{tmp}"],
+    ["run", "--events", "{bad_events}"],
+    ["demo", "--events", "{bad_events}"],
+    ["demo", "--events", "{events}", "--no-wan"],
 ])
 def test_bad_flags_are_user_errors(argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "events.yaml").write_text("- {t_s: 30, node: fog1, add_rtt_ms: 60}\n")
+    (tmp_path / "bad.yaml").write_text("- {t_s: 30, event: partition, pairs: [[fog1, nowhere]]}\n")
+    files = {"events": str(tmp_path / "events.yaml"), "bad_events": str(tmp_path / "bad.yaml"), "tmp": str(tmp_path)}
+    argv = [a.format(**files) for a in argv]
     if argv[0] == "demo":
         argv = [*argv, "--out", str(tmp_path / "demo")]
     assert main(argv) == 2

@@ -114,6 +114,20 @@ def test_demo_day_is_sized_so_its_peak_is_the_asked_multiple_of_one_node(day_s: 
     assert peak_hour == pytest.approx(peak_load * node_rate, rel=0.1)
 
 
+def test_demo_hours_replay_that_stretch_of_the_same_day() -> None:
+    whole = DemoOptions(day_s=720, rides_per_day=40_000, start_hour=8)
+    part = DemoOptions(day_s=720, rides_per_day=40_000, start_hour=8, hours=10)
+    spec = parse_pattern(part.pattern())
+    assert spec == part.workload()
+    profile = rate_profile(spec, seed=1)
+    assert len(profile) == part.replay_s == 300  # hours 8-18 of a 720-s day
+    day = rate_profile(parse_pattern(whole.pattern()), seed=1)
+    assert len(day) == whole.replay_s == 720
+    # the same hours at the same rates: the first 300 s of the whole day, up to the Poisson draws
+    assert profile.sum() == pytest.approx(day[:300].sum(), rel=0.05)
+    assert part.peak_rate() == whole.peak_rate()  # sized by the day's peak either way
+
+
 def test_demo_volume_is_unknown_until_sized() -> None:
     with pytest.raises(ValueError):
         DemoOptions().workload()
@@ -121,7 +135,7 @@ def test_demo_volume_is_unknown_until_sized() -> None:
 
 @pytest.mark.parametrize(("field", "value"), [("nodes", 10), ("node_cpu", 0), ("node_cpu", 1.5), ("day_s", 5),
                                               ("start_hour", 24), ("peak_load", 0.5), ("rides_per_day", 10),
-                                              ("probe_s", 1)])
+                                              ("probe_s", 1), ("hours", 0.5), ("hours", 25)])
 def test_demo_options_reject(field: str, value: float) -> None:
     with pytest.raises(UserError):
         DemoOptions(**{field: value}).validate()

@@ -9,6 +9,11 @@ cd "$(dirname "$0")/.."
 MODE=${1:-test}
 case "$MODE" in demo|test) ;; *) echo "bootstrap: usage: bootstrap.sh [demo|test]" >&2; exit 2 ;; esac
 
+step_t=$SECONDS
+step_done() {  # $1: what was done; prints how long it took (the set-up's time, step by step)
+  echo "bootstrap:   $1 in $((SECONDS - step_t)) s"
+  step_t=$SECONDS
+}
 bash scripts/debian-packages.sh  # as root (or password-less sudo); skipped with a note otherwise
 # Debian enables and starts mosquitto on install; our brokers are started on demand instead.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mosquitto 2>/dev/null; then
@@ -57,8 +62,10 @@ if stale "$stamp"; then
   # caches. If uv cannot be had or fails, pip installs the same pins (dev tools included) from requirements-lock.txt.
   # --inexact: packages outside the lock (pip, uv itself, the dev tools) stay; --locked: never re-resolve.
   if uv_ready && .venv/bin/uv sync -q --locked --inexact; then
+    step_done "installed"
     echo "bootstrap: compiling the packages' bytecode"
     compile_site "$NOT_FOR_DEMO"
+    step_done "compiled"
     touch "$stamp"
   else
     pip_everything
@@ -69,6 +76,7 @@ if [ "$MODE" = test ] && stale "$dev_stamp"; then
   if uv_ready && .venv/bin/uv sync -q --locked --inexact --extra dev; then
     # Ansible's 15 000-file collections stay out (only ansible-playbook reads them); what is compiled is skipped.
     compile_site '/ansible_collections/'
+    step_done "installed and compiled"
     touch "$dev_stamp"
   else
     pip_everything
@@ -78,4 +86,7 @@ fi
 .venv/bin/python -m compileall -q gesscale jobs producer netem >/dev/null || true
 # Spark's classes in a class-data-sharing archive, written once by a short local Spark run (jobs/cds.py): Spark
 # JVMs then start in about half the time inside the fog nodes' CPU budgets. Never fatal.
+step_t=$SECONDS
 .venv/bin/python -m jobs.cds || echo "bootstrap: no class-data archive (Spark starts without it)"
+step_done "class-data archive checked"
+echo "bootstrap: ready in $SECONDS s"

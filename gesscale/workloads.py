@@ -75,6 +75,13 @@ _RANGES: dict[str, tuple[float, bool, float | None, bool, bool]] = {
 }
 
 
+def workload_range(key: str) -> tuple[float, float, bool, bool]:
+    """(lo, hi, lo_open, hi_open) of a workload number as `check_workload` holds it (a key not in `_RANGES` is a
+    rate), for the flags that give the same quantity (`gesscale produce --speed`, `--days`, ...)."""
+    lo, lo_open, hi, hi_open, _whole = _RANGES.get(key, (0.0, False, MAX_RATE, False, False))
+    return lo, MAX_RATE if hi is None else hi, lo_open, hi_open
+
+
 def check_workload(spec: Any, where: str) -> dict[str, Any]:
     """A scenario's `workload:` mapping, checked strictly: a known kind, only that kind's keys, every number
     finite and in its range (relative noise and walk step in [0, 1), whole duplication and rides per day).

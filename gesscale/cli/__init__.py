@@ -98,7 +98,8 @@ def _path_error_line(err: OSError) -> str | None:
 # Every value given on the command line, whatever the option, is checked by kind before a command sees it: a
 # number must be finite (`nan` and `inf` pass every range check unnoticed) and an integer at most 18 digits; a
 # text (a name, an image, a path, KEY=VALUE) holds no control character (a newline in `--image` would become a
-# second line of a manifest or script).
+# second line of a manifest or script). A number must also lie in the range its option declares
+# (`gesscale.cli.ranges`).
 MAX_INT_DIGITS = 18
 
 
@@ -118,8 +119,30 @@ def value_problem(value: Any) -> str | None:
     return None
 
 
+def _number_text(value: Any) -> float | None:
+    """A number written as text (`5000`, `1e3`, ` 2.5`, `nan`), else None (left to the option's own type)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
 def _checked(process_value: Callable[[Any, Any], Any], param: Any) -> Callable[[Any, Any], Any]:
+    from gesscale.cli.ranges import declared_range, help_range, outside, range_problem
+
+    declared = declared_range(param)
+    if declared[:2] != (None, None):  # --help shows the range as the error line does, open ends with `<`
+        param._get_number_range_help_str = lambda: help_range(declared)
+
     def process_checked(ctx: Any, value: Any) -> Any:
+        # A number outside the option's declared range: one error naming the range (typer's names one end)
+        number = _number_text(value) if declared[:2] != (None, None) else None
+        if number is not None and not math.isfinite(number):  # as `value_problem` says it of an unranged number
+            raise typer.BadParameter(f"must be a finite number, got {number!r}", ctx=ctx, param=param)
+        if number is not None and outside(number, declared):
+            raise typer.BadParameter(range_problem(number, declared), ctx=ctx, param=param)
         converted = process_value(ctx, value)
         # the raw text too: int('1\n') converts, but a control character is never part of a value
         raw = value if isinstance(value, str | list | tuple) else None

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from gesscale.cli.ranges import MAX_PARTITIONS, MAX_RECORDS, MQTT_KEEPALIVE_S, YEAR_S, number_range
 from gesscale.errors import UserError
 
 
@@ -30,20 +31,25 @@ def register(app: typer.Typer) -> None:
             ["rides"], "--mqtt-topic", help="MQTT topic filter to subscribe to (repeatable; wildcards allowed)."),
         kafka: str = typer.Option("127.0.0.1:9092", "--kafka", "-b", help="Kafka bootstrap address host:port."),
         topic: str = typer.Option("rides", "--topic", "-t", help="Kafka topic to write to (created if missing)."),
-        partitions: int = typer.Option(8, "--partitions", help="Partitions when the Kafka topic is created."),
+        partitions: int = typer.Option(8, "--partitions", **number_range(1, MAX_PARTITIONS),
+                                       help="Partitions when the Kafka topic is created."),
         key_field: str = typer.Option(
             "ride_id", "--key-field", help="JSON field of the payload used as Kafka key ('' for no key)."),
         client_id: str = typer.Option(
             "gesscale-bridge", "--client-id",
             help="MQTT client id; keep it across restarts so the broker re-delivers what was not acknowledged."),
         idle_exit: float | None = typer.Option(
-            None, "--idle-exit", help="Exit after this many seconds without new messages (default: until Ctrl-C)."),
-        count: int | None = typer.Option(None, "--count", help="Exit after forwarding this many messages."),
+            None, "--idle-exit", **number_range(0, YEAR_S),
+            help="Exit after this many seconds without new messages (default: until Ctrl-C)."),
+        count: int | None = typer.Option(None, "--count", **number_range(1, MAX_RECORDS),
+                                         help="Exit after forwarding this many messages."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the final counters as JSON to this file."),
-        keepalive: int = typer.Option(30, "--keepalive", help="MQTT keepalive in seconds (5..3600)."),
+        keepalive: int = typer.Option(30, "--keepalive", **number_range(*MQTT_KEEPALIVE_S),
+                                      help="MQTT keepalive in seconds."),
         give_up_after: float = typer.Option(
-            120.0, "--give-up-after", help="Seconds Kafka may keep failing before the bridge gives up (summary, "
-            "exit 1; what it did not forward stays in the MQTT broker)."),
+            120.0, "--give-up-after", **number_range(0, YEAR_S, lo_open=True),
+            help="Seconds Kafka may keep failing before the bridge gives up (summary, exit 1; what it did not forward "
+            "stays in the MQTT broker)."),
     ) -> None:
         """Forward MQTT messages to Kafka, at least once.
 
@@ -61,10 +67,6 @@ def register(app: typer.Typer) -> None:
         from gesscale.cli.cmd_produce import verification_dict
 
         host, port = _host_port(mqtt, "--mqtt")
-        if give_up_after <= 0:
-            raise UserError("--give-up-after must be > 0 seconds")
-        if not 5 <= keepalive <= 3600:
-            raise UserError(f"--keepalive must be 5..3600 seconds, got {keepalive}")
         ensure_topic(kafka, topic, partitions)
         runner = Bridge(host, port, mqtt_topic, kafka, topic, lambda m: err.print(f"[yellow]{m}[/yellow]"),
                         key_field=key_field or None, client_id=client_id, keepalive_s=keepalive,

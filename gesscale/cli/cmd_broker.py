@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gesscale.cli.ranges import PORT, number_range
+
 DEFAULT_DATA_DIR = Path("out/brokers")
 
 broker_app = typer.Typer(
@@ -25,8 +27,9 @@ DATA_DIR_OPT = typer.Option(
 
 @broker_app.command("up")
 def up(
-    kafka_port: int = typer.Option(9092, "--kafka-port", help="Kafka listener port on 127.0.0.1."),
-    mqtt_port: int = typer.Option(1883, "--mqtt-port", help="MQTT listener port on 127.0.0.1."),
+    kafka_port: int = typer.Option(9092, "--kafka-port", **number_range(*PORT),
+                                   help="Kafka listener port on 127.0.0.1."),
+    mqtt_port: int = typer.Option(1883, "--mqtt-port", **number_range(*PORT), help="MQTT listener port on 127.0.0.1."),
     data_dir: Path = DATA_DIR_OPT,
     kafka_impl: str = typer.Option(
         "noida-db", "--kafka-impl", help="Kafka-compatible broker: noida-db (default, conformant) or tansu."

@@ -12,11 +12,14 @@ from rich.table import Table
 
 from gesscale.cli.controller_flags import single_flag
 from gesscale.cli.query_option import checked_query, query_option
+from gesscale.cli.ranges import MAX_ROWS_PER_BATCH, local_range, number_range
 from gesscale.cli.signals import sigterm_as_interrupt
 from gesscale.cli.wan_options import site_option, wan_option
+from gesscale.config import DAY_S
 from gesscale.errors import UserError
 
 BACKENDS = ("sim", "local")
+MAX_PROBE_STEPS = 1000  # rates tried per configuration (a dichotomy: 20 reach 1e-6 of the first bracket)
 
 
 def _ints(text: str) -> list[int]:
@@ -30,7 +33,8 @@ def _ints(text: str) -> list[int]:
 
 
 def _params(backend: str, overrides: dict[str, Any]) -> Any:
-    """The probe's knobs: the simulator's defaults or the live ones, with the flags given."""
+    """The probe's knobs: the simulator's defaults or the live ones, with the flags given (each within the range
+    its flag declares)."""
     from dataclasses import replace
 
     from gesscale.probe import ProbeParams
@@ -42,11 +46,6 @@ def _params(backend: str, overrides: dict[str, Any]) -> Any:
     else:
         base = ProbeParams()
     given = {k: v for k, v in overrides.items() if v is not None}
-    for k, v in given.items():
-        low = 1 if k == "max_steps" else 0
-        bad = v < low or (v == 0 and k not in ("cooldown_s",)) or (k in ("tolerance", "precision") and v >= 1)
-        if bad:
-            raise UserError(f"--{k.replace('_', '-')} out of range: {v}")
     return replace(base, **given)
 
 
@@ -68,33 +67,38 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("out/model.json"), "--out", help="Model file to write."),
         seed: int = single_flag("seed", help="sim: seed of the simulator's capacity noise (the controller "
                                 "option `seed`; calibrate runs no controller, so takes no other option)."),
-        observe_s: float | None = typer.Option(None, "--observe-s", help="Observation phase per tried rate (s) "
-                                               "(default: sim 60, local 15)."),
-        inject_s: float | None = typer.Option(None, "--inject-s", help="Injection phase before observing (s) "
-                                              "(default: sim 60, local 5)."),
-        cooldown_s: float | None = typer.Option(None, "--cooldown-s", help="Cool-down before each tried rate "
-                                                "(s; local: at most this long, until the backlog is drained; 0: "
-                                                "none) (default: sim 30, local 30)."),
-        tolerance: float | None = typer.Option(None, "--tolerance", help="A rate succeeds when the processed rate "
-                                               "is within this fraction of it and the backlog grew by at most "
-                                               "this fraction of the input (default: sim 0.01 with backlog 0.001, "
-                                               "local 0.05 for both)."),
-        precision: float | None = typer.Option(None, "--precision", help="Stop when (hi - lo) / hi is below "
-                                               "this once a rate failed (default: sim 0.01, local 0.15)."),
-        max_steps: int | None = typer.Option(None, "--max-steps", help="Most rates tried per configuration "
-                                             "(default: sim 20, local 3)."),
+        observe_s: float | None = typer.Option(None, "--observe-s", **number_range(0, DAY_S, lo_open=True),
+                                               help="Observation phase per tried rate (s) (default: sim 60, "
+                                               "local 15)."),
+        inject_s: float | None = typer.Option(None, "--inject-s", **number_range(0, DAY_S, lo_open=True),
+                                              help="Injection phase before observing (s) (default: sim 60, local 5)."),
+        cooldown_s: float | None = typer.Option(None, "--cooldown-s", **number_range(0, DAY_S),
+                                                help="Cool-down before each tried rate (s; local: at most this long, "
+                                                "until the backlog is drained; 0: none) (default: sim 30, local 30)."),
+        tolerance: float | None = typer.Option(None, "--tolerance", **number_range(0, 1, lo_open=True, hi_open=True),
+                                               help="A rate succeeds when the processed rate is within this fraction "
+                                               "of it and the backlog grew by at most this fraction of the input "
+                                               "(default: sim 0.01 with backlog 0.001, local 0.05 for both)."),
+        precision: float | None = typer.Option(None, "--precision", **number_range(0, 1, lo_open=True, hi_open=True),
+                                               help="Stop when (hi - lo) / hi is below this once a rate failed "
+                                               "(default: sim 0.01, local 0.15)."),
+        max_steps: int | None = typer.Option(None, "--max-steps", **number_range(1, MAX_PROBE_STEPS),
+                                             help="Most rates tried per configuration (default: sim 20, local 3)."),
         latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="local: latency map "
                                                 "naming the fog nodes (default: inventory/latency/fog9.yaml)."),
-        node_cpu: float = typer.Option(0.25, "--node-cpu", help="local: CPU budget of each fog node (cores)."),
-        max_rows_per_batch: int = typer.Option(2000, "--max-rows-per-batch", help="local: the job's admission "
-                                               "control (records per micro-batch); the model holds for this."),
+        node_cpu: float = typer.Option(0.25, "--node-cpu", **local_range("node_cpu"),
+                                       help="local: CPU budget of each fog node (cores)."),
+        max_rows_per_batch: int = typer.Option(2000, "--max-rows-per-batch", **number_range(10, MAX_ROWS_PER_BATCH),
+                                               help="local: the job's admission control (records per micro-batch); "
+                                               "the model holds for this."),
         run_dir: Path = typer.Option(Path("out/calibrate"), "--run-dir", help="local: folder of the testbed "
                                      "(logs, the job's batches.jsonl)."),
-        job_warmup_s: float = typer.Option(45.0, "--job-warmup-s", help="local: keep the fresh job saturated at "
-                                           "least this long before the first measurement, and on (up to 3x) until "
-                                           "its micro-batches stop getting faster (JIT warm-up; 0: none)."),
-        port_shift: int = typer.Option(0, "--port-shift", help="local: added to every testbed port (run beside "
-                                       "another testbed)."),
+        job_warmup_s: float = typer.Option(45.0, "--job-warmup-s", **number_range(0, DAY_S),
+                                           help="local: keep the fresh job saturated at least this long before the "
+                                           "first measurement, and on (up to 3x) until its micro-batches stop "
+                                           "getting faster (JIT warm-up; 0: none)."),
+        port_shift: int = typer.Option(0, "--port-shift", **local_range("port_shift"),
+                                       help="local: added to every testbed port (run beside another testbed)."),
         wan: bool = wan_option(True, "local: "),
         site: str | None = site_option("local: "),
         query: str | None = query_option("local: ", default=None),

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.progress import run_progress
+from gesscale.cli.ranges import MAX_WORKERS, SEEDS, number_range
 
 WIDE_TABLE_SCENARIOS = 10  # beyond this many scenarios a column each no longer fits a terminal
 
@@ -76,7 +77,7 @@ def register(app: typer.Typer) -> None:
         policies: str = typer.Option(
             "all", "--policies", "-p", help="Comma-separated policy ids, 'all', or 'help' to list them."
         ),
-        seeds: int = typer.Option(3, "--seeds", "-n", min=1, max=1000,
+        seeds: int = typer.Option(3, "--seeds", "-n", **number_range(*SEEDS),
                                    help="Runs per policy and scenario (medians are kept)."),
         out: Path = typer.Option(
             Path("out/compare"), "--out", "-o",
@@ -88,7 +89,8 @@ def register(app: typer.Typer) -> None:
             " <scenario>-<policy>.csv.",
         ),
         workers: int = typer.Option(
-            0, "--workers", "-j", min=0, help="Worker processes (0: one per CPU core; 1: no pool)."
+            0, "--workers", "-j", **number_range(0, MAX_WORKERS),
+            help="Worker processes (0: one per CPU core; 1: no pool)."
         ),
         wide: bool = typer.Option(
             False, "--wide", help="Print the tables at their full width; by default a table wider than the "

@@ -17,9 +17,10 @@ import typer
 from gesscale.cli.cmd_simulate import DEFAULT_POLICIES
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
+from gesscale.cli.ranges import SEEDS, local_range, number_range
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.testbed import DEMO_MAP
-from gesscale.testbed.demo import LOCAL_RANGES, DemoOptions
+from gesscale.testbed.demo import DemoOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,12 +103,6 @@ def _print_report(report: dict) -> None:
 _D = DemoOptions()  # the defaults, written once (gesscale.testbed.demo)
 
 
-def _range(key: str) -> dict[str, float]:
-    """typer's min/max of a demo flag: the range declared once in `LOCAL_RANGES` (also an experiment's `local:`)."""
-    lo, hi, integer = LOCAL_RANGES[key]
-    return {"min": int(lo), "max": int(hi)} if integer else {"min": lo, "max": hi}
-
-
 def register(app: typer.Typer) -> None:
     """Add the `demo` command."""
 
@@ -116,39 +111,40 @@ def register(app: typer.Typer) -> None:
     def demo(
         out: Path = typer.Option(Path("out/demo"), "--out", help="Folder for the report, the PNGs and the logs."),
         report: Path = typer.Option(None, "--report", help="Report JSON [default: <out>/report.json]."),
-        nodes: int = typer.Option(_D.nodes, "--nodes", **_range("nodes"),
+        nodes: int = typer.Option(_D.nodes, "--nodes", **local_range("nodes"),
                                    help="Fog nodes of the testbed (1-9; fog1..fogN of the map)."),
         latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="Latency map naming the "
                                                 "fog nodes and their RTTs (default: "
                                                 f"{DEMO_MAP.relative_to(ROOT)}, docs/testbed.md)."),
-        node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu", **_range("node_cpu"),
+        node_cpu: float = typer.Option(_D.node_cpu, "--node-cpu", **local_range("node_cpu"),
                                        help="CPU budget of each fog node in cores (cgroup)."),
         policy: str = typer.Option("gesscale", "--policy", help="Controller policy of the live run."),
         strategy: str = typer.Option("live", "--strategy", help="Reconfiguration strategy: live or restart."),
-        day: float = typer.Option(_D.day_s, "--day", **_range("day_s"),
+        day: float = typer.Option(_D.day_s, "--day", **local_range("day_s"),
                                   help="Seconds one taxi day is compressed into (run longer with a larger value)."),
-        rides_per_day: int = typer.Option(None, "--rides-per-day", **_range("rides_per_day"),
+        rides_per_day: int = typer.Option(None, "--rides-per-day", **local_range("rides_per_day"),
                                            help="Synthetic rides in the day (x3 records) [default: sized from what "
                                            "one node sustains, see --peak-load]."),
-        peak_load: float = typer.Option(_D.peak_load, "--peak-load", **_range("peak_load"),
+        peak_load: float = typer.Option(_D.peak_load, "--peak-load", **local_range("peak_load"),
                                         help="Without --rides-per-day: the day's peak as a multiple of the records/s "
                                         "one node sustains, measured in the warm-up (2 needs about three nodes)."),
-        probe: float = typer.Option(_D.probe_s, "--probe", **_range("probe_s"),
+        probe: float = typer.Option(_D.probe_s, "--probe", **local_range("probe_s"),
                                     help="Without --rides-per-day: keep one node saturated at least this long (s) "
                                     "before measuring what it sustains."),
-        start_hour: int = typer.Option(_D.start_hour, "--start-hour", **_range("start_hour"),
+        start_hour: int = typer.Option(_D.start_hour, "--start-hour", **local_range("start_hour"),
                                         help="Hour of the day the replay starts at (0-23)."),
-        hours: float = typer.Option(_D.hours, "--hours", **_range("hours"),
+        hours: float = typer.Option(_D.hours, "--hours", **local_range("hours"),
                                     help="Hours of the day replayed from --start-hour (24: the whole day; fewer "
                                     "for a run about one stretch of it, e.g. --start-hour 8 --hours 10)."),
-        drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout", **_range("drain_timeout_s"),
+        drain_timeout: float = typer.Option(_D.drain_timeout_s, "--drain-timeout", **local_range("drain_timeout_s"),
                                             help="After the day, wait at most this long for the backlog to drain (s)."),
         sim_policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Policies the simulator compares on "
                                          "the run's simulated twin, beside the live policy (also for "
                                          "--simulated-only)."),
         simulated_only: bool = typer.Option(False, "--simulated-only", help="Skip the live run: only the simulated "
                                             "paper comparison (scenarios/pi10-taxi.yaml)."),
-        seeds: int = typer.Option(3, "--seeds", min=1, help="--simulated-only: seeds per policy (medians)."),
+        seeds: int = typer.Option(3, "--seeds", **number_range(*SEEDS),
+                                  help="--simulated-only: seeds per policy (medians)."),
         scenario: Path = typer.Option(ROOT / "scenarios" / "pi10-taxi.yaml", "--scenario", exists=True,
                                       help="--simulated-only: scenario to run."),
         wan: bool = wan_option(_D.wan),

@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 
 from gesscale.cli.query_option import query_option
+from gesscale.cli.ranges import EXECUTORS, MAX_ROWS_PER_BATCH, PORT, YEAR_S, number_range
+from gesscale.config import DAY_S
 from gesscale.errors import UserError
 
 
@@ -45,34 +47,35 @@ def register(app: typer.Typer) -> None:
                                         help="Topic for records that do not parse [default: <input>-dead-letter]."),
         master: str = typer.Option("local[2]", "--master",
                                    help="Spark master: local[N] or spark://host:port (standalone)."),
-        executors: int = typer.Option(None, "--executors",
+        executors: int = typer.Option(None, "--executors", **number_range(*EXECUTORS),
                                       help="Initial executor target on a cluster master (ignored for local)."),
-        max_rows_per_batch: int = typer.Option(50_000, "--max-rows-per-batch",
+        max_rows_per_batch: int = typer.Option(50_000, "--max-rows-per-batch", **number_range(1, MAX_ROWS_PER_BATCH),
                                                help="Admission control: at most this many records per batch."),
-        max_rows_per_range: int = typer.Option(100_000, "--max-rows-per-range",
+        max_rows_per_range: int = typer.Option(100_000, "--max-rows-per-range", **number_range(1, MAX_ROWS_PER_BATCH),
                                                help="Split a partition's share of a batch into tasks of this size."),
-        trigger_ms: int = typer.Option(0, "--trigger-ms",
+        trigger_ms: int = typer.Option(0, "--trigger-ms", **number_range(0, int(DAY_S * 1000)),
                                        help="Micro-batch interval in ms; 0 starts the next batch at once."),
         starting_offsets: str = typer.Option("earliest", "--starting-offsets",
                                              help="Where a new query starts: earliest or latest."),
         metrics_jsonl: Path = typer.Option(None, "--metrics-jsonl",
                                            help="Append one observation per micro-batch to this JSON-lines file."),
-        http_port: int = typer.Option(None, "--http-port",
+        http_port: int = typer.Option(None, "--http-port", **number_range(*PORT),
                                       help="Serve /metrics, /observation and the scaling hook on this port."),
         http_host: str = typer.Option("127.0.0.1", "--http-host", help="Address the driver's HTTP API binds."),
-        ui_port: int = typer.Option(14040, "--ui-port", help="Spark UI port (its REST API lists executors)."),
+        ui_port: int = typer.Option(14040, "--ui-port", **number_range(*PORT),
+                                    help="Spark UI port (its REST API lists executors)."),
         driver_host: str = typer.Option(None, "--driver-host",
                                         help="Address executors use to reach the driver (cluster masters)."),
-        bp_window_s: float = typer.Option(60.0, "--bp-window-s",
+        bp_window_s: float = typer.Option(60.0, "--bp-window-s", **number_range(0, DAY_S, lo_open=True),
                                           help="Window over which bp_upstream counts held-back batches."),
-        stop_when_idle_s: float = typer.Option(None, "--stop-when-idle-s",
+        stop_when_idle_s: float = typer.Option(None, "--stop-when-idle-s", **number_range(0, YEAR_S),
                                                help="Stop once no record arrived for this long and no backlog."),
         available_now: bool = typer.Option(False, "--available-now",
                                            help="Process what the input holds at start, then stop."),
         conf: list[str] = typer.Option([], "--conf", help="Extra Spark setting KEY=VALUE (repeatable)."),
-        wait_for_input: float = typer.Option(60.0, "--wait-for-input", help="When the input topic does not exist "
-                                             "yet (a job started before its producer), wait this long (s) for it, "
-                                             "saying so; 0 fails at once."),
+        wait_for_input: float = typer.Option(60.0, "--wait-for-input", **number_range(0, YEAR_S),
+                                             help="When the input topic does not exist yet (a job started before its "
+                                             "producer), wait this long (s) for it, saying so; 0 fails at once."),
     ) -> None:
         """Run the job until it stops (Ctrl-C or SIGTERM stop it cleanly; restart resumes)."""
         from jobs.job import JobConfig

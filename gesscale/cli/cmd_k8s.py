@@ -20,6 +20,7 @@ from rich.console import Console
 
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import query_option
+from gesscale.cli.ranges import EXECUTORS, MAX_STEPS, PORT, number_range
 from gesscale.errors import UserError
 from gesscale.k8s.names import POOL_LABEL
 
@@ -86,7 +87,8 @@ def render(
     controller_image: str = typer.Option("gesscale-controller:0.1.0", "--controller-image",
                                          help="Container image of the controller (Dockerfile, target controller)."),
     bootstrap: str = typer.Option("pi02:9092", "--bootstrap", help="Kafka bootstrap as pods reach it."),
-    executors: int = typer.Option(2, "--executors", min=0, help="Executors the driver starts with."),
+    executors: int = typer.Option(2, "--executors", **number_range(*EXECUTORS),
+                                  help="Executors the driver starts with."),
     executor_memory: str = typer.Option("1g", "--executor-memory", help="Executor heap (Spark syntax: 1g, 768m)."),
     executor_cpu: str = typer.Option("1", "--executor-cpu", help="CPU request and limit of an executor pod."),
     controller_sa: str = _CONTROLLER_SA,
@@ -159,9 +161,11 @@ def run(
         help="live: add/remove executors while the query runs; restart: stop the driver at its checkpoint, relabel, "
              "start it with the new executor count.",
     ),
-    metrics_port: int = typer.Option(None, "--metrics-port", help="Serve the decision metrics on this port."),
+    metrics_port: int = typer.Option(None, "--metrics-port", **number_range(*PORT),
+                                     help="Serve the decision metrics on this port."),
     state: Path = typer.Option(None, "--state", help="File keeping the policy's learned state across restarts."),
-    steps: int = typer.Option(None, "--steps", min=1, help="Stop after this many periods (default: run on)."),
+    steps: int = typer.Option(None, "--steps", **number_range(1, MAX_STEPS),
+                              help="Stop after this many periods (default: run on)."),
     controller: dict[str, Any] | None = None,
     policy_option_args: list[str] | None = None,
 ) -> None:

@@ -8,8 +8,11 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from gesscale.cli.ranges import number_range
+from gesscale.config import DAY_S
 from gesscale.errors import UserError
-from gesscale.latency_map import LatencyMap, load_latency_map
+from gesscale.events import MAX_EVENT_S
+from gesscale.latency_map import MAX_RTT_MS, LatencyMap, load_latency_map
 from netem.engines import LINK_EVENTS, check_engine, pick_engine, userspace_plans
 from netem.hosts import Host, hosts_for_map, load_inventory
 from netem.plan import MODES, NodePlan, iter_plans
@@ -21,6 +24,9 @@ from netem.service import NetemService
 from netem.validate import format_validation, plot_validation
 
 VIAS = ("fabric", "ansible")
+MAP_TIME = number_range(0, MAX_EVENT_S)  # `--at`: a time of the map's schedule, as its events may have (events.py)
+MAX_PINGS = 10_000  # `measure --count`: pings per pair
+MAX_TOLERANCE_PCT = 1000.0  # `measure --tolerance-pct`: 10 times the configured RTT
 
 _INVENTORY_HELP = "Ansible inventory file or folder naming the hosts of the map, e.g. inventory/pi10."
 _MAP_HELP = "Latency map YAML (nodes + rtt_ms), e.g. inventory/latency/pi10.yaml."
@@ -119,8 +125,8 @@ def register(app: typer.Typer) -> None:
         allow_reorder: bool = typer.Option(False, "--allow-reorder", help="Let jitter reorder a flow's packets."),
         queue_bypass: bool = typer.Option(False, "--queue-bypass", help="Userspace: rules let packets pass "
                                           "undelayed when no daemon listens (fail open; health still tells)."),
-        at_s: float | None = typer.Option(None, "--at", help="Plan the map in force at this time (s) of its "
-                                          "changes: schedule."),
+        at_s: float | None = typer.Option(None, "--at", **MAP_TIME, help="Plan the map in force at this time (s) "
+                                          "of its changes: schedule."),
     ) -> None:
         """Print each node's plan (touches no host): tc tree (kernel) or tagged rules and links (userspace)."""
         _check_choice(mode, MODES, "--mode")
@@ -176,8 +182,8 @@ def register(app: typer.Typer) -> None:
         queue_bypass: bool = typer.Option(False, "--queue-bypass", help="Userspace: a dead daemon lets packets "
                                           "pass undelayed instead of stalling them (only `netem health` tells)."),
         python: str | None = typer.Option(None, "--python", help=_PYTHON_HELP),
-        at_s: float | None = typer.Option(None, "--at", help="Apply the map in force at this time (s) of its "
-                                          "changes: schedule; on running daemons only the values change. "
+        at_s: float | None = typer.Option(None, "--at", **MAP_TIME, help="Apply the map in force at this time (s) "
+                                          "of its changes: schedule; on running daemons only the values change. "
                                           "Userspace: its partitions and flaps follow the clock from here (now is "
                                           "map time T; 0 without --at)."),
     ) -> None:
@@ -249,10 +255,11 @@ def register(app: typer.Typer) -> None:
         map_path: Path = typer.Option(..., "--map", "-m", help=_MAP_HELP),
         tag: str = typer.Option("wan", "--tag", help=_TAG_HELP),
         python: str | None = typer.Option(None, "--python", help=_PYTHON_HELP),
-        interval_s: float = typer.Option(2.0, "--interval", min=0.5, help="Seconds between the two snapshots "
-                                         "whose counters are compared."),
+        interval_s: float = typer.Option(2.0, "--interval", **number_range(0.5, DAY_S),
+                                         help="Seconds between the two snapshots whose counters are compared."),
         restart: bool = typer.Option(False, "--restart", help="Restart the daemons of unhealthy nodes, then check."),
-        at_s: float | None = typer.Option(None, "--at", help="The map time the emulation was applied for."),
+        at_s: float | None = typer.Option(None, "--at", **MAP_TIME,
+                                          help="The map time the emulation was applied for."),
     ) -> None:
         """Check the userspace emulation of every node (daemon alive, queue bound, rules in place, packets that
         the rules match reach the daemon); exit 1 if a node is not healthy."""
@@ -283,20 +290,21 @@ def register(app: typer.Typer) -> None:
     def measure(
         inventory: Path = typer.Option(..., "--inventory", "-i", help=_INVENTORY_HELP),
         map_path: Path = typer.Option(..., "--map", "-m", help=_MAP_HELP),
-        count: int = typer.Option(10, "--count", "-c", min=1, help="Pings per pair."),
-        tolerance_ms: float = typer.Option(2.0, "--tolerance-ms", min=0, help="Absolute error of the median RTT "
-                                           "accepted per pair (ms)."),
+        count: int = typer.Option(10, "--count", "-c", **number_range(1, MAX_PINGS), help="Pings per pair."),
+        tolerance_ms: float = typer.Option(2.0, "--tolerance-ms", **number_range(0, MAX_RTT_MS),
+                                           help="Absolute error of the median RTT accepted per pair (ms)."),
         tolerance_pct: float = typer.Option(
-            10.0, "--tolerance-pct", min=0, help="Relative error accepted per pair (% of the configured RTT); "
-            "the larger of the two tolerances applies."
+            10.0, "--tolerance-pct", **number_range(0, MAX_TOLERANCE_PCT),
+            help="Relative error accepted per pair (% of the configured RTT); the larger of the two tolerances applies."
         ),  # fmt: skip
         classes: bool = typer.Option(
             False, "--classes", help="Also ping each pair alone and check that the htb class for that peer "
             "counted the packets (kernel engine, works in structural mode too)."
         ),  # fmt: skip
         engine: str = typer.Option("auto", "--engine", help="Engine named in the report (auto: as apply picks it)."),
-        at_s: float | None = typer.Option(None, "--at", help="Judge against the map in force at this time (s); "
-                                          "userspace: a pair its partitions and flaps hold down then must not answer."),
+        at_s: float | None = typer.Option(None, "--at", **MAP_TIME, help="Judge against the map in force at this time "
+                                          "(s); userspace: a pair its partitions and flaps hold down then must not "
+                                          "answer."),
         json_out: Path | None = typer.Option(None, "--json", help="Write every pair's check as JSON here."),
         png_out: Path | None = typer.Option(None, "--png", help="Write configured vs measured RTT as a PNG here."),
     ) -> None:

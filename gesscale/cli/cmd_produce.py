@@ -7,10 +7,20 @@ import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from gesscale.cli.ranges import MAX_PARTITIONS, MAX_RECORDS, MQTT_KEEPALIVE_S, SEED, YEAR_S, number_range
+from gesscale.workloads import MAX_RATE, workload_range
+
+
+def _workload(key: str) -> dict[str, Any]:
+    """The range of a number that a scenario's `workload:` also takes (`gesscale.workloads`): the same there."""
+    lo, hi, lo_open, hi_open = workload_range(key)
+    return number_range(lo, hi, lo_open=lo_open, hi_open=hi_open)
 
 
 @contextlib.contextmanager
@@ -128,24 +138,32 @@ def register(app: typer.Typer) -> None:
             None, help="Taxi file: DEBS 2015 sorted_data.csv or trip_data_N.csv, plain or gzip. "
             "Without it, the synthetic diurnal trace (docs/scenarios.md) is generated."),
         fmt: str = typer.Option("auto", "--format", help="File format: auto, debs or trip_data."),
-        speed: float = typer.Option(10.0, "--speed", help="Replay speed-up over the trace's event time."),
-        duplication: int = typer.Option(3, "--duplication", help="Records sent per ride (keys <ride>-0..N-1)."),
+        speed: float = typer.Option(10.0, "--speed", **_workload("speed"),
+                                    help="Replay speed-up over the trace's event time."),
+        duplication: int = typer.Option(3, "--duplication", **_workload("duplication"),
+                                        help="Records sent per ride (keys <ride>-0..N-1)."),
         pattern: str | None = typer.Option(
             None, "--pattern", help="Pace by a rate pattern instead of event time: 'cosine,mean=500,amplitude=300,"
             "period_s=600', 'steps,levels=1000:3000,step_s=60', taxi, random, ... or a scenario YAML."),
-        rate: float | None = typer.Option(None, "--rate", help="Constant rate in records/s (needs --duration)."),
+        rate: float | None = typer.Option(None, "--rate", **number_range(0, MAX_RATE, lo_open=True),
+                                          help="Constant rate in records/s (needs --duration)."),
         duration: float | None = typer.Option(
-            None, "--duration", help="Seconds: the pattern's length, or stop an event-time replay after it."),
-        seed: int = typer.Option(1, "--seed", help="Seed of the synthetic trace and of pattern noise."),
-        days: float = typer.Option(2.0, "--days", help="Synthetic trace length in trace days."),
-        rides_per_day: int = typer.Option(500_000, "--rides-per-day", help="Synthetic trace rides per day."),
-        limit: int | None = typer.Option(None, "--limit", help="Stop after this many records."),
+            None, "--duration", **_workload("duration_s"),
+            help="Seconds: the pattern's length, or stop an event-time replay after it."),
+        seed: int = typer.Option(1, "--seed", **number_range(*SEED), help="Seed of the synthetic trace and of pattern "
+                                 "noise."),
+        days: float = typer.Option(2.0, "--days", **_workload("days"), help="Synthetic trace length in trace days."),
+        rides_per_day: int = typer.Option(500_000, "--rides-per-day", **_workload("rides_per_day"),
+                                          help="Synthetic trace rides per day."),
+        limit: int | None = typer.Option(None, "--limit", **number_range(1, MAX_RECORDS),
+                                         help="Stop after this many records."),
         kafka: str = typer.Option("127.0.0.1:9092", "--kafka", "-b", help="Kafka bootstrap address host:port."),
         topic: str = typer.Option("rides", "--topic", "-t", help="Kafka topic (created if missing)."),
-        partitions: int = typer.Option(8, "--partitions", help="Partitions when the topic is created."),
+        partitions: int = typer.Option(8, "--partitions", **number_range(1, MAX_PARTITIONS),
+                                       help="Partitions when the topic is created."),
         mqtt: str | None = typer.Option(None, "--mqtt", help="Publish to this MQTT broker host:port instead."),
         mqtt_topic: str = typer.Option("rides", "--mqtt-topic", help="MQTT topic to publish to."),
-        qos: int = typer.Option(1, "--qos", help="MQTT QoS: 0 or 1."),
+        qos: int = typer.Option(1, "--qos", **number_range(0, 1), help="MQTT QoS: 0 or 1."),
         client_id: str | None = typer.Option(
             None, "--client-id", help="MQTT client id (default: derived from the run's options, so that a restarted "
             "or --resume'd run resumes its session and outbox)."),
@@ -154,10 +172,11 @@ def register(app: typer.Typer) -> None:
         confirm: bool = typer.Option(
             True, "--confirm/--no-confirm", help="MQTT QoS 1: wait for a bridge, keep every record in the outbox until "
             "it is found in the Kafka topic (-b, -t) by key, publish again what is missing."),
-        keepalive: int = typer.Option(30, "--keepalive", help="MQTT keepalive in seconds (5..3600)."),
+        keepalive: int = typer.Option(30, "--keepalive", **number_range(*MQTT_KEEPALIVE_S),
+                                      help="MQTT keepalive in seconds."),
         give_up_after: float = typer.Option(
-            120.0, "--give-up-after", help="Seconds the broker may stay unreachable before the run gives up "
-            "(summary, exit 1)."),
+            120.0, "--give-up-after", **number_range(0, YEAR_S, lo_open=True),
+            help="Seconds the broker may stay unreachable before the run gives up (summary, exit 1)."),
         resume: bool = typer.Option(
             False, "--resume", help="Continue a killed run (same options): records whose key the topic already "
             "holds are skipped, the rest sent from now on."),

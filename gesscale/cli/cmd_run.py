@@ -10,11 +10,13 @@ import typer
 
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.query_option import checked_query, query_option
+from gesscale.cli.ranges import PORT, YEAR_S, local_range, number_range, outside, range_problem
 from gesscale.cli.signals import sigterm_as_interrupt
 from gesscale.cli.wan_options import site_option, wan_option
 from gesscale.errors import UserError
 
 BACKENDS = ("local",)
+RUN_DURATION = (0.0, YEAR_S, True, False)  # `--duration` (a text, 5m or 2h: its range is checked here)
 
 
 def register(app: typer.Typer) -> None:
@@ -35,8 +37,10 @@ def register(app: typer.Typer) -> None:
                                             "testbed is brought up in --run-dir and torn down at the end."),
         run_dir: Path = typer.Option(Path("out/run"), "--run-dir", help="Folder of a new testbed (logs, checkpoint,"
                                      " controller state)."),
-        nodes: int = typer.Option(6, "--nodes", min=1, max=9, help="Fog nodes of a new testbed (fog1..fogN)."),
-        node_cpu: float = typer.Option(0.5, "--node-cpu", help="CPU budget of each fog node in cores (cgroup)."),
+        nodes: int = typer.Option(6, "--nodes", **local_range("nodes"),
+                                  help="Fog nodes of a new testbed (fog1..fogN)."),
+        node_cpu: float = typer.Option(0.5, "--node-cpu", **local_range("node_cpu"),
+                                       help="CPU budget of each fog node in cores (cgroup)."),
         bootstrap: str | None = typer.Option(None, "--bootstrap", help="Kafka to read from for a new testbed "
                                              "[default: start the embedded broker on 127.0.0.1:15092]."),
         input_topic: str = typer.Option("rides", "--input", help="Input topic of the job (new testbed)."),
@@ -47,10 +51,11 @@ def register(app: typer.Typer) -> None:
         model: Path | None = typer.Option(None, "--model", help="Starting performance model of a model-based policy "
                                           "(the file `gesscale calibrate` writes). A model saved in a resumed "
                                           "controller state (--state) wins over the file."),
-        metrics_port: int | None = typer.Option(15090, "--metrics-port", help="Serve Prometheus gesscale_* metrics "
-                                                "on 127.0.0.1:PORT/metrics (0: off)."),
-        duration: str | None = typer.Option(None, "--duration", help="Stop after this long (e.g. 5m) [default: "
-                                            "until Ctrl-C]."),
+        metrics_port: int | None = typer.Option(15090, "--metrics-port", **number_range(0, PORT[1]),
+                                                help="Serve Prometheus gesscale_* metrics on 127.0.0.1:PORT/metrics "
+                                                "(0: off)."),
+        duration: str | None = typer.Option(None, "--duration", help="Stop after this long (e.g. 5m; at most a "
+                                            "year) [default: until Ctrl-C]."),
         wan: bool = wan_option(True, "New testbed: "),
         site: str | None = site_option("New testbed: "),
         query: str | None = query_option("New testbed: ", default=None),
@@ -121,6 +126,8 @@ def register(app: typer.Typer) -> None:
             make_policy(policy, **popts)  # an unknown id fails before anything starts
         ControllerConfig(**controller)  # options that contradict each other fail before anything starts
         stop_after = parse_duration(duration, "--duration") if duration else None
+        if stop_after is not None and outside(stop_after, RUN_DURATION):
+            raise UserError(f"--duration {range_problem(stop_after, RUN_DURATION)} s")
         lmap = load_latency_map(latency_map or DEFAULT_MAP)
         fog_map, note = fog_events(lmap, events, owned=testbed is None, wan=wan, command="run")
         source = controller.get("latency_source", "map")

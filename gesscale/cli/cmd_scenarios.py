@@ -7,7 +7,11 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from gesscale.cli.ranges import SEED, number_range
 from gesscale.errors import UserError
+from gesscale.latency_map import MAX_NODES
+
+MAX_SCENARIOS = 10_000  # files one `generate` writes (the studies of docs/policies.md draw 50)
 
 
 def register(app: typer.Typer) -> None:
@@ -17,11 +21,12 @@ def register(app: typer.Typer) -> None:
 
     @group.command("generate")
     def generate(
-        count: int = typer.Option(None, "--count", "-n", min=1,
+        count: int = typer.Option(None, "--count", "-n", **number_range(1, MAX_SCENARIOS),
                                   help="How many scenarios (default 50; 1 with --nodes)."),
-        seed: int = typer.Option(1, "--seed", help="Seed of the draw (the same seed gives the same files)."),
+        seed: int = typer.Option(1, "--seed", **number_range(*SEED),
+                                 help="Seed of the draw (the same seed gives the same files)."),
         out: Path = typer.Option(..., "--out", "-o", help="Folder to write gen-NNN-<kind>.yaml into."),
-        nodes: int = typer.Option(None, "--nodes", min=64, max=100_000,
+        nodes: int = typer.Option(None, "--nodes", **number_range(64, MAX_NODES),
                                   help="Instead: a day on a fog of this many sites clustered around metro areas "
                                        "(derived map, max_replicas 64, a peak needing 40 replicas); one file "
                                        "fog-N-seedS.yaml per seed from --seed."),

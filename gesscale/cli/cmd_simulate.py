@@ -10,6 +10,7 @@ from rich.console import Console
 
 from gesscale.cli.controller_flags import controller_flags
 from gesscale.cli.progress import run_progress
+from gesscale.cli.ranges import SEEDS, number_range
 from gesscale.errors import UserError
 from gesscale.names import inside
 
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
             DEFAULT_POLICIES, "--policies", "-p", is_eager=True, callback=_policies_help,
             help="Comma-separated policy ids, 'all', or 'help' to list them.",
         ),
-        seeds: int = typer.Option(1, "--seeds", "-n", min=1, max=1000,
+        seeds: int = typer.Option(1, "--seeds", "-n", **number_range(*SEEDS),
                                    help="Runs per policy (seeds scenario.seed, +1, ...)."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the medians as JSON (docs/metrics.md keys)."),
         plot: Path | None = typer.Option(

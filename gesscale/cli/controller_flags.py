@@ -46,11 +46,16 @@ def option_for(spec: OptionSpec, env: str, aliases: tuple[str, ...] = (), help: 
 
 
 def single_flag(name: str, help: str | None = None) -> Any:
-    """The typer option of one controller option with its base default, for a command that takes only that one
-    (`calibrate --seed`)."""
+    """The typer option of one controller option with its base default and declared range, for a command that
+    takes only that one (`calibrate --seed`)."""
+    from gesscale.cli.ranges import number_range
+
     spec = controller_option(name)
     default = spec.show(spec.default) if spec.kind == "duration" else spec.default
-    return typer.Option(default, spec.flag, help=help or spec.help)
+    bounds = {}
+    if spec.kind in ("int", "float") and spec.lo is not None and spec.hi is not None:
+        bounds = number_range(spec.lo, spec.hi, lo_open=spec.lo_open)
+    return typer.Option(default, spec.flag, help=help or spec.help, **bounds)
 
 
 def controller_flags(env: str, aliases: Mapping[str, tuple[str, ...]] | None = None,

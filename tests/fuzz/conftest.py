@@ -36,6 +36,7 @@ BUDGET: dict[str, int] = {
     # the command line: one value through the real entry point, or one option's declaration
     "test_fuzz_cli_values": 400,
     "test_fuzz_option_values": 500,
+    "test_fuzz_cli_ranges": 100,  # beside the deterministic edges of every number (test_fuzz_cli.py)
     # one document in memory
     "test_fuzz_scenario": 300,
     "test_fuzz_latency_map": 300,

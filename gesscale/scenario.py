@@ -17,6 +17,7 @@ from gesscale.errors import UserError, brief
 from gesscale.latency_map import SUSPICIOUS_RTT_MS, TINY_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 from gesscale.model import FORMS
 from gesscale.names import check_name
+from gesscale.run_end import AFTER_DRAIN_MAX_PERIODS, AFTER_DRAIN_PERIODS, AfterDrain
 from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
@@ -95,6 +96,9 @@ class Scenario:
     # their own fields) and the options per policy id (`policy_options:`), checked against their declaration.
     controller: dict[str, Any] = field(default_factory=dict)
     policy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How the run ends (`gesscale.run_end`): None, when the input has ended and the backlog drained; a twin of a
+    # demo run gets the demo's drained periods to scale in (`after_drain:`).
+    after_drain: AfterDrain | None = None
     warnings: tuple[str, ...] = ()  # legal but suspicious values (see `_suspicious`), for the CLI to print
 
     def with_seed(self, seed: int) -> Scenario:
@@ -104,7 +108,8 @@ class Scenario:
 
 # Keys of each part of a scenario file; anything else is a mistake (a misspelled key would leave its default).
 SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload", "controller",
-                 "policy_options")
+                 "policy_options", "after_drain")
+AFTER_DRAIN_KEYS = ("periods", "max_periods")
 # Controller options a scenario may also give at their historical place (top level or under `cluster:`).
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
@@ -221,9 +226,24 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         seed=number(data, "seed", 1, where, lo=0, hi=MAX_SEED, integer=True),
         source=source,
         policy_options=_policy_options(data.get("policy_options"), where),
+        after_drain=_after_drain(data.get("after_drain"), where),
     )
     controller = _controller_section(data, where)
     return with_controller(sc, controller, f"{where}: controller") if controller else _checked(sc, where)
+
+
+def _after_drain(section: Any, where: str) -> AfterDrain | None:
+    """after_drain: the drained periods the run gets to scale in (`gesscale.run_end`); absent: none."""
+    if section is None:
+        return None
+    w = f"{where}: after_drain"
+    if not isinstance(section, Mapping):
+        raise UserError(f"{w}: must be a mapping of {', '.join(AFTER_DRAIN_KEYS)}, got {brief(section)}")
+    check_keys(section, AFTER_DRAIN_KEYS, w)
+    periods = number(section, "periods", AFTER_DRAIN_PERIODS, w, lo=0, hi=1000, integer=True)
+    most = number(section, "max_periods", max(periods, AFTER_DRAIN_MAX_PERIODS), w, lo=periods, hi=1000,
+                  integer=True)
+    return AfterDrain(periods=int(periods), max_periods=int(most))
 
 
 def _form(op: Mapping[str, Any], where: str) -> str:

@@ -223,8 +223,11 @@ class SimBackend(Backend):
 
     @property
     def finished(self) -> bool:
-        """Input over and backlog drained, or the drain limit reached."""
-        return (self.t >= self.input_end and self.backlog < 1.0) or self.t >= self.horizon
+        """Input over and backlog drained, or the drain limit reached; with the scenario's `after_drain` only the
+        drain limit (the loop's end rule, `gesscale.run_end`, ends the run: `gesscale.simulate.run_once`)."""
+        if self.t >= self.horizon:
+            return True
+        return self.scenario.after_drain is None and self.t >= self.input_end and self.backlog < 1.0
 
     def observe(self) -> Observation:
         """Simulate one control period (or, after a reconfiguration with an observation gap, that gap) and report

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from gesscale.run_end import AfterDrain
+
 TWIN_NAME = "live-twin"
 # What the twin reads of a reconfiguration record: its measured timing (and `kind` when the periods carry no
 # replicas). Everything else in it (time_s, reason, nodes, added, removed, nd_max_ms, strategy) is the decision.
@@ -210,6 +212,7 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
                     "min_replicas": 1, "max_replicas": max_replicas},
         "operator": operator,
         "workload": {"kind": "steps", "levels": rates or [0.0], "step_s": 1},
+        "after_drain": AfterDrain().to_dict(),  # the demo's end of a run (gesscale.run_end)
         "seed": 1,
     }
     measured = {"control_period_s": round(period, 3), "periods": len(periods),

@@ -42,6 +42,17 @@ class ReconfigTiming:
 
 
 @dataclass(frozen=True)
+class ColdStart:
+    """The operator's first seconds, as a live run measured them in its first period, before any decision: the
+    day's first micro-batch starts cold (19 of the 20 runs of the live Table III processed 7-12 records/s in it, where
+    one warm replica takes 300-400/s), so for `seconds` from the start at most `rate` records/s are processed, and no
+    back pressure is signalled (a cold micro-batch is not a full one; every live first period reported none)."""
+
+    seconds: int
+    rate: float
+
+
+@dataclass(frozen=True)
 class GroundTruth:
     """How the simulated operator really behaves (unknown to the policies)."""
 
@@ -60,6 +71,8 @@ class GroundTruth:
     # Per kind of reconfiguration, its measured timing (a twin of a live run); a kind not given pauses for
     # `reconfig_pause_s` from the decision, the new configuration in place at once (the paper's restart).
     reconfig: dict[str, ReconfigTiming] | None = None
+    # The cold start of the first seconds (a twin of a live run); None: the operator serves at its MST from t = 0.
+    cold_start: ColdStart | None = None
 
     def timing(self, kind: str) -> ReconfigTiming:
         """The timing of a reconfiguration of `kind` (`up` or `down`)."""
@@ -99,6 +112,9 @@ class Scenario:
     # How the run ends (`gesscale.run_end`): None, when the input has ended and the backlog drained; a twin of a
     # demo run gets the demo's drained periods to scale in (`after_drain:`).
     after_drain: AfterDrain | None = None
+    # Whether the controller is told when the input ends (`PolicyContext.input_end_s`): the simulator knows it; a
+    # live loop does not, nor does the simulated twin of a live run.
+    input_end_known: bool = True
     warnings: tuple[str, ...] = ()  # legal but suspicious values (see `_suspicious`), for the CLI to print
 
     def with_seed(self, seed: int) -> Scenario:
@@ -108,14 +124,15 @@ class Scenario:
 
 # Keys of each part of a scenario file; anything else is a mistake (a misspelled key would leave its default).
 SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload", "controller",
-                 "policy_options", "after_drain")
+                 "policy_options", "after_drain", "input_end_known")
 AFTER_DRAIN_KEYS = ("periods", "max_periods")
 # Controller options a scenario may also give at their historical place (top level or under `cluster:`).
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
 OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo",
-                 "reconfig")
+                 "reconfig", "cold_start")
+COLD_START_KEYS = ("seconds", "rate")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
 # observations are per-second rates; below a second a period holds less than one sample.
 MIN_CONTROL_PERIOD_S = 1.0
@@ -194,6 +211,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         delta=float(number(op, "delta", 0.0, w_op, lo=0.0)),
         loo=_loo(op, w_op),
         reconfig=_reconfig(op, w_op, pause_s),
+        cold_start=_cold_start(op.get("cold_start"), w_op),
     )
     workload = data.get("workload")
     if workload is None:
@@ -227,9 +245,18 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         source=source,
         policy_options=_policy_options(data.get("policy_options"), where),
         after_drain=_after_drain(data.get("after_drain"), where),
+        input_end_known=_flag(data, "input_end_known", True, where),
     )
     controller = _controller_section(data, where)
     return with_controller(sc, controller, f"{where}: controller") if controller else _checked(sc, where)
+
+
+def _flag(data: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    """A true/false key."""
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"{where}: '{key}' must be true or false, got {brief(value)}")
+    return value
 
 
 def _after_drain(section: Any, where: str) -> AfterDrain | None:
@@ -284,6 +311,21 @@ def _reconfig(op: Mapping[str, Any], where: str, pause_s: float) -> dict[str, Re
             gap = float(number(timing, "observation_gap_s", None, w, lo=effective, hi=MAX_PAUSE_S, duration=True))
         out[str(kind)] = ReconfigTiming(effective_s=effective, pause_s=pause, observation_gap_s=gap)
     return out
+
+
+def _cold_start(section: Any, where: str) -> ColdStart | None:
+    """operator.cold_start: `seconds` (whole, >= 1) during which at most `rate` records/s (>= 0) are processed."""
+    if section is None:
+        return None
+    w = f"{where}: cold_start"
+    if not isinstance(section, Mapping):
+        raise UserError(f"{w}: must be a mapping of {', '.join(COLD_START_KEYS)}, got {brief(section)}")
+    check_keys(section, COLD_START_KEYS, w)
+    seconds = number(section, "seconds", None, w, lo=1, hi=MAX_PAUSE_S, integer=True)
+    rate = number(section, "rate", None, w, lo=0.0, hi=1e9)
+    if seconds is None or rate is None:
+        raise UserError(f"{w}: needs both {' and '.join(COLD_START_KEYS)}")
+    return ColdStart(seconds=int(seconds), rate=float(rate))
 
 
 def _loo(op: Mapping[str, Any], where: str) -> dict[str, Any] | None:

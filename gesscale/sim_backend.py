@@ -14,6 +14,11 @@ after the decision) the smaller of the old and the new configuration serves, not
 one control period) and reports only the seconds since the change became effective (as the live backend, which
 starts its next period then), so no period is observed while a change is under way.
 
+A twin of a live run may also start cold (`operator.cold_start`, measured in the run's first period, before any
+decision): for its first `seconds` at most `rate` records/s are processed and no back pressure is signalled, and
+the first observation ends then. With the scenario's `after_drain` the run goes on after the drain, until the loop's
+end rule (`gesscale.run_end`) ends it, as a live demo run.
+
 The network follows the latency map's `changes:` schedule: from each change time on (second t uses
 `latency_map.at(t)`), ND_max of the replicas in place, hence their true MST, is that of the map in force, and so
 are the nodes a placement starts from and the ideal demand of the metrics. A map without changes is one segment.
@@ -232,7 +237,10 @@ class SimBackend(Backend):
     def observe(self) -> Observation:
         """Simulate one control period (or, after a reconfiguration with an observation gap, that gap) and report
         it."""
-        span, self._next_span = self._next_span or self.period, None
+        cold = self.truth.cold_start
+        cold_end, cold_rate = (cold.seconds, cold.rate) if cold is not None else (0, math.inf)
+        first = self.period if self.t > 0 or cold is None else cold.seconds  # the first period: the cold one
+        span, self._next_span = self._next_span or first, None
         t0, t1 = self.t, min(self.t + span, self.horizon)
         # after a change with a measured timing, the observation covers only the new configuration (as the live
         # backend's, which starts its next period once the change is effective); the seconds before are simulated
@@ -265,6 +273,9 @@ class SimBackend(Backend):
             inp = rate[i] if i < end else 0.0
             avail = backlog + inp
             cap = mst * mst_noise[i]
+            cold_now = i < cold_end  # the cold start (GroundTruth.cold_start): no back pressure signalled
+            if cold_now:
+                cap = min(cap, cold_rate)
             serving = serve_left > 0
             if serving:  # the change is not effective yet: the smaller configuration serves
                 serve_left -= 1
@@ -274,12 +285,12 @@ class SimBackend(Backend):
                 pause_left -= 1
                 paused += 1
                 done = 0.0
-                if avail > 0:
+                if avail > 0 and not cold_now:
                     bp_count += 1
             else:
                 if avail > cap:
                     done = cap
-                    bp_count += 1
+                    bp_count += 0 if cold_now else 1
                 else:
                     done = avail
                 if cap > 0:

@@ -166,7 +166,7 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     loop = ControlLoop(backend, policy, seen.latency_map, config, oracle_demand=oracle, network=seen.network,
                        network_log=seen.log,
                        on_step=step_hook if timed or on_step is not None else None,
-                       input_end_s=float(backend.input_end))
+                       input_end_s=float(backend.input_end) if scenario.input_end_known else None)
     until: Callable[[], bool] | None = None
     if scenario.after_drain is not None:  # the demo's end of a run: a few drained periods to scale in
         end = scenario.after_drain.rule()

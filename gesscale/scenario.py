@@ -53,6 +53,23 @@ class ColdStart:
 
 
 @dataclass(frozen=True)
+class CpuShare:
+    """The CPU utilisation a busy operator reports at n replicas, as a live run measured it: `share` x n^`exponent`
+    (at most 1) of the busy fraction, with a measurement noise of standard deviation `noise`. On the testbed a
+    saturated job's executors use all of their CPU budget at one or two replicas and less with more (the median
+    over the live Table III's saturated periods: 1.0 at one and two, 0.89 at three, 0.58 at four, 0.51 at six): the
+    micro-batch is busy, its executors partly wait. Without it, the CPU is the busy fraction with a noise of 0.02."""
+
+    share: float = 1.0
+    exponent: float = 0.0
+    noise: float = 0.02
+
+    def of(self, n: int) -> float:
+        """The CPU utilisation of a fully busy period at n replicas."""
+        return min(1.0, self.share * max(1, n) ** self.exponent)
+
+
+@dataclass(frozen=True)
 class GroundTruth:
     """How the simulated operator really behaves (unknown to the policies)."""
 
@@ -73,6 +90,8 @@ class GroundTruth:
     reconfig: dict[str, ReconfigTiming] | None = None
     # The cold start of the first seconds (a twin of a live run); None: the operator serves at its MST from t = 0.
     cold_start: ColdStart | None = None
+    # The CPU a busy operator reports (a twin of a live run); None: the busy fraction, with a noise of CPU_NOISE.
+    cpu: CpuShare | None = None
 
     def timing(self, kind: str) -> ReconfigTiming:
         """The timing of a reconfiguration of `kind` (`up` or `down`)."""
@@ -131,8 +150,9 @@ _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replic
            "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
 OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo",
-                 "reconfig", "cold_start")
+                 "reconfig", "cold_start", "cpu")
 COLD_START_KEYS = ("seconds", "rate")
+CPU_KEYS = ("share", "exponent", "noise")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
 # observations are per-second rates; below a second a period holds less than one sample.
 MIN_CONTROL_PERIOD_S = 1.0
@@ -212,6 +232,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         loo=_loo(op, w_op),
         reconfig=_reconfig(op, w_op, pause_s),
         cold_start=_cold_start(op.get("cold_start"), w_op),
+        cpu=_cpu(op.get("cpu"), w_op),
     )
     workload = data.get("workload")
     if workload is None:
@@ -326,6 +347,19 @@ def _cold_start(section: Any, where: str) -> ColdStart | None:
     if seconds is None or rate is None:
         raise UserError(f"{w}: needs both {' and '.join(COLD_START_KEYS)}")
     return ColdStart(seconds=int(seconds), rate=float(rate))
+
+
+def _cpu(section: Any, where: str) -> CpuShare | None:
+    """operator.cpu: `share` in (0, 1e3], `exponent` in [-4, 4], `noise` in [0, 1)."""
+    if section is None:
+        return None
+    w = f"{where}: cpu"
+    if not isinstance(section, Mapping):
+        raise UserError(f"{w}: must be a mapping of {', '.join(CPU_KEYS)}, got {brief(section)}")
+    check_keys(section, CPU_KEYS, w)
+    return CpuShare(share=float(number(section, "share", 1.0, w, lo=0.0, lo_open=True, hi=1e3)),
+                    exponent=float(number(section, "exponent", 0.0, w, lo=-4.0, hi=4.0)),
+                    noise=float(number(section, "noise", 0.02, w, lo=0.0, hi=1.0, hi_open=True)))
 
 
 def _loo(op: Mapping[str, Any], where: str) -> dict[str, Any] | None:

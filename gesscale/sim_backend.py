@@ -27,7 +27,9 @@ Signals derived from that state, per control period:
 - bp_upstream: fraction of seconds in which more data was available than the operator could take (the source
   held data back: Spark's admission control binding, Flink's back-pressured source);
 - bp_operator: 0 (the operator writes to Kafka, nothing downstream pushes back);
-- cpu: processed / capacity, plus a small measurement noise (0 during a pause); busy: the same without noise.
+- cpu: processed / capacity, plus a small measurement noise (0 during a pause); busy: the same without noise. A
+  twin of a live run gives the CPU a busy operator reported at each size instead (`operator.cpu`): busy times its
+  share at the replicas, with its noise drawn once per period.
 Deterministic for a given seed.
 
 Fog events (the map's `schedule()`: `changes:` entries with `event:`, `--events FILE`; docs/events.md) act on
@@ -246,6 +248,11 @@ class SimBackend(Backend):
         # backend's, which starts its next period once the change is effective); the seconds before are simulated
         observed_from, self._unobserved = min(t0 + self._unobserved, t1 - 1), 0
         rate, mst_noise, cpu_noise = self.rate, self._mst_noise, self._cpu_noise
+        # a measured CPU share (GroundTruth.cpu): the CPU a busy period reports at these replicas, its noise drawn
+        # once for the period (a live run measures it per period), from the same draws rescaled
+        cpu_model = self.truth.cpu
+        cpu_share = cpu_model.of(len(self._nodes)) if cpu_model is not None else 1.0
+        cpu_scale = 1.0 if cpu_model is None else 0.0
         inp_a, proc_a, back_a, sup_a, delay_a = self.input, self.processed, self.backlog_at, self.supply, self.delay
         n, mst, end = len(self._nodes), self._mst, self.input_end
         backlog, pause_left, serve_left = self.backlog, self.pause_left, self.serve_left
@@ -296,7 +303,7 @@ class SimBackend(Backend):
                 if cap > 0:
                     busy = done / cap
                     busy_sum += busy
-                    cpu = busy + cpu_noise[i]
+                    cpu = busy * cpu_share + cpu_noise[i] * cpu_scale
                     cpu_sum += 1.0 if cpu > 1.0 else (cpu if cpu > 0.0 else 0.0)
             backlog = avail - done
             inp_a[i] = inp
@@ -310,6 +317,9 @@ class SimBackend(Backend):
         if self.measured is not None:
             self.measured.add(float(t1), self._true_rtts())
         span = max(1, t1 - max(t0, observed_from))
+        cpu_mean = cpu_sum / span
+        if cpu_model is not None:
+            cpu_mean = min(1.0, max(0.0, cpu_mean + cpu_noise[t0] / CPU_NOISE * cpu_model.noise))
         return Observation(
             time_s=float(t1),
             period_s=float(span),
@@ -321,7 +331,7 @@ class SimBackend(Backend):
             bp_operator=0.0,
             replicas=self._nodes,
             nd_max_ms=self._nd,
-            cpu=cpu_sum / span,
+            cpu=cpu_mean,
             busy=busy_sum / span,
             paused_s=float(paused),
             lost=self._take_lost(),

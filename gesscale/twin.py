@@ -205,6 +205,33 @@ def shown_capacity(periods: Sequence[Mapping[str, Any]], changes: Sequence[Measu
     return best
 
 
+BUSY = 0.9  # a period this busy tells the CPU share of a busy operator
+MIN_CPU_NOISE = 0.02  # the simulator's own CPU noise (gesscale.sim_backend.CPU_NOISE)
+MAX_CPU_NOISE = 0.3
+
+
+def cpu_share_of(periods: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """The CPU a busy operator reported at each size (`operator.cpu`): over the periods at least BUSY busy with a
+    CPU measured, the CPU per busy fraction (at most 1), fitted as share x n^exponent (log-linear; one size: its
+    median, exponent 0), and the spread of the periods around the fit as the noise. None without such periods."""
+    points = [(_n(p), min(1.0, float(p["cpu"]) / float(p["busy"]))) for p in periods
+              if p.get("cpu") is not None and p.get("busy") is not None and float(p["busy"]) >= BUSY and _n(p)]
+    if not points:
+        return None
+    ns = np.array([float(n) for n, _ in points])
+    ys = np.maximum(np.array([y for _, y in points]), 1e-3)
+    if len(set(ns)) >= 2:
+        slope, intercept = np.polyfit(np.log(ns), np.log(ys), 1)
+        share, exponent = float(np.exp(intercept)), float(slope)
+    else:
+        share, exponent = float(np.median(ys)), 0.0
+    exponent = min(4.0, max(-4.0, exponent))
+    fitted = np.minimum(1.0, share * ns**exponent)
+    noise = float(np.std(ys - fitted)) if len(points) >= 2 else MIN_CPU_NOISE
+    return {"share": round(min(1e3, share), 4), "exponent": round(exponent, 4),
+            "noise": round(min(MAX_CPU_NOISE, max(MIN_CPU_NOISE, noise)), 4)}
+
+
 # A fit whose one-replica MST is below 1/CONTRADICTED of the capacity the run showed is no measure of the platform
 # (gesscale-plus measured MST(1) = 10.8/s in the cold first period, then processed 87,000 records in 230 s).
 CONTRADICTED = 2.0
@@ -250,8 +277,9 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
     pauses = [c.pause_s for c in changes]
     first_n = _n(periods[0]) if periods else None
     cold = cold_start_of(periods)
+    cpu = cpu_share_of(periods)
     operator = {**operator_of(model, periods, changes), "noise": relative_noise(model),
-                **({"cold_start": cold} if cold else {}),
+                **({"cold_start": cold} if cold else {}), **({"cpu": cpu} if cpu else {}),
                 "reconfig_pause_s": float(statistics.mean(pauses)) if pauses else 0.0,
                 "initial_replicas": max(1, min(first_n or 1, max_replicas)),
                 **({"reconfig": timing} if timing else {})}

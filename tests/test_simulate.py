@@ -254,3 +254,17 @@ def test_a_controller_not_told_the_input_end_gets_none(monkeypatch: pytest.Monke
     from dataclasses import replace
     run_once(replace(sc, input_end_known=False), "thr-nlunaware", 1)  # type: ignore[arg-type]
     assert told == [60.0, None]
+
+
+def test_a_measured_cpu_share_is_what_a_busy_period_reports() -> None:
+    # the live testbed: a saturated job at three replicas reported 0.87-0.89 CPU (busy 1.0), under the threshold
+    # policies' 90 %; the simulator's CPU is the busy fraction unless the operator's measured share says otherwise
+    saturated = {"kind": "steps", "levels": [400], "step_s": 60}
+    share = {"share": 1.0, "exponent": -0.2, "noise": 0.0}  # 2^-0.2 = 0.87 at two replicas
+    a = SimBackend(scenario(saturated, initial_replicas=2)).observe()  # type: ignore[arg-type]
+    b = SimBackend(scenario(saturated, initial_replicas=2, cpu=share)).observe()  # type: ignore[arg-type]
+    assert a.busy == pytest.approx(1.0) and b.busy == pytest.approx(1.0)
+    assert a.cpu > 0.95 and b.cpu == pytest.approx(2 ** -0.2)
+    plain = run_once(scenario(saturated, initial_replicas=2), "thr-nlunaware", 1)  # type: ignore[arg-type]
+    measured = run_once(scenario(saturated, initial_replicas=2, cpu=share), "thr-nlunaware", 1)  # type: ignore[arg-type]
+    assert plain.supply.max() == 3 and measured.supply.max() == 2  # scaled up on a busy CPU; never over 90 %

@@ -160,3 +160,20 @@ def test_a_fit_the_runs_processed_records_contradict_gives_way_to_the_capacity_i
     # a fit the records agree with stays: the recorded demo (MST(1) = 406/s)
     kept, built_from = _twin()
     assert kept["operator"]["alpha"] == MODEL["alpha"] and built_from["mst_fit_used"] is True
+
+
+def test_the_twins_cpu_is_what_the_busy_periods_reported_at_each_size() -> None:
+    # thr-nlunaware-b1's busy periods: one at two replicas (CPU 100 %), three at three (88 %, 85 %, 100 %, busy
+    # 1.0): the threshold policy reads that CPU, where the simulator's was the busy fraction (99-100 %)
+    from gesscale.scenario import CpuShare
+
+    scenario, _ = _recorded_twin("thr-nlunaware-b1")
+    periods = LIVE_TABLE3["runs"]["thr-nlunaware-b1"]["periods"]
+    at3 = [min(1.0, p["cpu"] / p["busy"]) for p in periods if len(p["replicas"]) == 3 and p["busy"] >= 0.9]
+    assert len(at3) == 3
+    cpu = CpuShare(**scenario["operator"]["cpu"])
+    assert cpu.of(2) == pytest.approx(1.0, abs=1e-3)
+    assert cpu.of(3) == pytest.approx(statistics.geometric_mean(at3), abs=1e-3)
+    assert 0.02 <= cpu.noise <= 0.3
+    # without busy periods, nothing is calibrated: the simulator's CPU stays the busy fraction
+    assert "cpu" not in _twin([p | {"busy": 0.5} for p in PERIODS])[0]["operator"]

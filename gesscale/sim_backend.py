@@ -358,7 +358,8 @@ class SimBackend(Backend):
         if set(new) == old:
             return 0.0
         kind = "up" if len(new) > len(old) else "down"
-        timing = self.truth.timing(kind)
+        changed = len(set(new) - old) if kind == "up" else len(old - set(new))
+        timing = self.truth.timing(kind).for_nodes(changed)
         pause = 0 if instant else int(round(timing.pause_s))
         effective = 0 if instant else max(pause, int(round(timing.effective_s)))
         old_mst = self._mst

@@ -50,6 +50,7 @@ class MeasuredChange:
     delay_s: float  # effective_s - started_s: until a micro-batch of the new configuration completed
     pause_s: float
     gap_s: float | None  # from the observation before the change to the first one after it (None: none after)
+    nodes: int | None = None  # replicas added or removed: those observed after it less those before (None: unknown)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, rounded to ms."""
@@ -76,9 +77,11 @@ def measured_changes(periods: Sequence[Mapping[str, Any]],
         gap = times[after[0]] - times[before[-1]] if before and after else None
         n0 = _n(periods[before[-1]]) if before else None
         n1 = _n(periods[after[0]]) if after else None
-        kind = ("up" if n1 > n0 else "down") if n0 is not None and n1 is not None and n0 != n1 else str(r["kind"])
+        known = n0 is not None and n1 is not None and n0 != n1
+        kind = ("up" if n1 > n0 else "down") if known else str(r["kind"])  # type: ignore[operator]
         out.append(MeasuredChange(kind=kind, started_s=start, delay_s=max(0.0, effective - start),
-                                  pause_s=float(r.get("pause_s") or 0.0), gap_s=gap))
+                                  pause_s=float(r.get("pause_s") or 0.0), gap_s=gap,
+                                  nodes=abs(n1 - n0) if known else None))  # type: ignore[operator]
     return out
 
 
@@ -91,20 +94,26 @@ def achieved_period(periods: Sequence[Mapping[str, Any]], changes: Sequence[Meas
     return float(statistics.median(spans)) if spans else None
 
 
-def timing_by_kind(changes: Sequence[MeasuredChange]) -> dict[str, dict[str, float]]:
-    """Per direction, the medians of the measured effective delay, pause and observation gap (the gap at least
-    the delay: the live loop observes nothing until the change is effective)."""
-    out: dict[str, dict[str, float]] = {}
+def timing_by_kind(changes: Sequence[MeasuredChange]) -> dict[str, dict[str, Any]]:
+    """Per direction, the median effective delay per node added or removed (`per_node`: the local backend adds
+    and removes executors one after the other) over the changes whose count of nodes the periods tell (per change
+    when none does), then the median pause and the median observation gap beyond the delay (the gap at least the
+    delay: the live loop observes nothing until the change is effective)."""
+    out: dict[str, dict[str, Any]] = {}
     for kind in ("up", "down"):
         mine = [c for c in changes if c.kind == kind]
         if not mine:
             continue
-        delay = statistics.median(c.delay_s for c in mine)
+        counted = [c for c in mine if c.nodes]
+        per_node = bool(counted)
+        delay = statistics.median(c.delay_s / c.nodes for c in counted if c.nodes) if per_node else \
+            statistics.median(c.delay_s for c in mine)
         pause = min(delay, statistics.median(c.pause_s for c in mine))
-        timing = {"effective_s": round(float(delay), 3), "pause_s": round(float(pause), 3)}
-        gaps = [c.gap_s for c in mine if c.gap_s is not None]
-        if gaps:
-            timing["observation_gap_s"] = round(float(max(delay, statistics.median(gaps))), 3)
+        timing: dict[str, Any] = {"effective_s": round(float(delay), 3), "pause_s": round(float(pause), 3),
+                                  "per_node": per_node}
+        beyond = [c.gap_s - c.delay_s for c in mine if c.gap_s is not None]
+        if beyond:
+            timing["observation_gap_s"] = round(float(delay + max(0.0, statistics.median(beyond))), 3)
         out[kind] = timing
     return out
 

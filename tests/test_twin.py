@@ -120,6 +120,7 @@ def test_with_the_input_topics_append_times_the_input_follows_them_second_by_sec
 
 
 LIVE_TABLE3 = json.loads((DATA / "live_table3_runs.json").read_text())
+LMAP_RHINE = load_latency_map(ROOT / LIVE_TABLE3["latency_map"])
 
 
 def _recorded_twin(rid: str) -> tuple[dict, dict]:
@@ -177,3 +178,26 @@ def test_the_twins_cpu_is_what_the_busy_periods_reported_at_each_size() -> None:
     assert 0.02 <= cpu.noise <= 0.3
     # without busy periods, nothing is calibrated: the simulator's CPU stays the busy fraction
     assert "cpu" not in _twin([p | {"busy": 0.5} for p in PERIODS])[0]["operator"]
+
+
+def test_a_changes_delay_is_per_node_added_or_removed() -> None:
+    # gesscale-plus-b1 went 1 -> 6 at once: the local backend added the five executors one after the other,
+    # effective 219.6 s after the decision (43.9 s a node; one node took 33-54 s in the other runs), next observed
+    # 229.6 s after it; back to one at the end, 6.8 s (no observation after it tells how many it removed)
+    scenario, measured = _recorded_twin("gesscale-plus-b1")
+    up, down = measured_changes(LIVE_TABLE3["runs"]["gesscale-plus-b1"]["periods"],
+                                LIVE_TABLE3["runs"]["gesscale-plus-b1"]["reconfigurations"])
+    assert (up.nodes, down.nodes) == (5, None)
+    timing = scenario["operator"]["reconfig"]["up"]
+    assert timing["per_node"] is True and timing["effective_s"] == pytest.approx(up.delay_s / 5, abs=1e-3)
+    assert scenario["operator"]["reconfig"]["down"]["per_node"] is False  # per change, as measured
+    sim = SimBackend(scenario_from_dict(scenario, "twin"))
+    start = sim.observe()
+    names = list(LMAP_RHINE.names)
+    sim.apply(Placement(tuple(names[:6]), LMAP_RHINE.nd_max(tuple(names[:6]))))
+    after = sim.observe()
+    six = sim.reconfigurations[-1]
+    assert six.effective_s - six.started_s == round(up.delay_s)  # five nodes: 5 x 43.9 s
+    assert after.time_s - start.time_s == round(up.gap_s)
+    sim.apply(Placement(tuple(names[:2]), LMAP_RHINE.nd_max(tuple(names[:2]))))
+    assert sim.reconfigurations[-1].effective_s - sim.reconfigurations[-1].started_s == round(down.delay_s)

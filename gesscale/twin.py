@@ -17,9 +17,17 @@ a period's decision, not a change's reason, nodes or decision time. It reads wha
   the input second by second, where the end offsets at the observations only give its mean between two of them
   (a minute, across a change).
 
-Per direction (up, down), the medians of the effective delays, pauses and gaps become the scenario's
-`operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays (`gesscale.sim_backend`).
-The configuration of the run (latency map, bounds, warm-up) is given by the caller. Pure: no I/O.
+- the first period, which ends before any decision: the cold start of the day's first micro-batch
+  (`operator.cold_start`);
+- the records processed between observations (`extra.processed_total`): the capacity the run showed, which a
+  fit far below it (an MST point taken in the cold first period) gives way to;
+- the CPU the busy periods reported at each size (`operator.cpu`), the signal the threshold policies read.
+
+Per direction (up, down), the medians of the effective delays (per node added or removed), pauses and gaps
+become the scenario's `operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays
+(`gesscale.sim_backend`). The twin ends as a demo run ends (`after_drain`, `gesscale.run_end`) and its controller
+is not told when the input ends (`input_end_known: false`). The configuration of the run (latency map, bounds,
+warm-up) is given by the caller. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ replica-minutes within 15 %; excess and p95 latency are reported without a goal.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,18 +47,44 @@ def resources(periods: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     if not periods or not rates:
         return out
     input_end = t0 + len(rates)
-    done = next((i for i, p in enumerate(periods)
-                 if float(p["time_s"]) >= input_end - 1.0 and float(p.get("backlog") or 0.0) < 1.0), len(periods) - 1)
-    completion = float(periods[done]["time_s"])
+    times = [float(p["time_s"]) for p in periods]
+    done = completion_index(times, [float(p.get("backlog") or 0.0) for p in periods], input_end)
+    completion = times[done]
     out["excess"] = max(0.0, completion - input_end) / len(rates)
     if all(isinstance(p.get("replicas"), list | tuple) for p in periods[: done + 1]):
-        times = [t0] + [float(p["time_s"]) for p in periods[: done + 1]]
-        replica_s = sum(len(p["replicas"]) * (b - a) for p, a, b in zip(periods, times, times[1:], strict=False))
+        replica_s = replica_seconds(times[: done + 1], [len(p["replicas"]) for p in periods[: done + 1]], t0)
         span = completion - t0
         out["replica_minutes"] = replica_s / 60.0
         out["span_s"] = span
         out["avg_replicas"] = replica_s / span if span > 0 else None
     return out
+
+
+def completion_index(times: Sequence[float], backlogs: Sequence[float], input_end: float) -> int:
+    """The observation a run completes at: the first at or after the end of the input (within a second) with no
+    backlog; the last observation when none is."""
+    return next((i for i, (t, b) in enumerate(zip(times, backlogs, strict=True)) if t >= input_end - 1.0 and b < 1.0),
+                len(times) - 1)
+
+
+def replica_seconds(times: Sequence[float], replicas: Sequence[int], t0: float) -> float:
+    """Each observation's replicas times the time since the observation before it (`t0` before the first)."""
+    starts = [t0, *times[:-1]]
+    return float(sum(n * (b - a) for n, a, b in zip(replicas, starts, times, strict=True)))
+
+
+def observed_replica_minutes(history: Sequence[Any], input_end_s: float) -> float | None:
+    """The replica-minutes of a simulated run measured as a live run's are (`resources`): at its observations
+    (`StepRecord`s, the first period starting at 0), until the first one with no backlog once the input ended.
+    The simulator's `cost` counts each second's replicas until the last second with backlog instead; the live
+    loop knows the backlog only at its observations, up to a reconfiguration's observation gap (50-60 s on the
+    testbed) after it drained, and pays the replicas until then: the twin, observed the same way, pays them too.
+    None without observations."""
+    if not history:
+        return None
+    times = [float(h.observation.time_s) for h in history]
+    done = completion_index(times, [float(h.observation.backlog) for h in history], input_end_s)
+    return replica_seconds(times[: done + 1], [h.observation.n for h in history[: done + 1]], 0.0) / 60.0
 
 
 def observed(periods: Sequence[Mapping[str, Any]], reconfigurations: int,
@@ -68,10 +95,15 @@ def observed(periods: Sequence[Mapping[str, Any]], reconfigurations: int,
             "excess": cost["excess"], "p95_latency_s": (latency or {}).get("p95_s")}
 
 
-def predicted(medians: Mapping[str, Any], latency: Mapping[str, Any] | None) -> dict[str, float | int | None]:
+def predicted(medians: Mapping[str, Any], latency: Mapping[str, Any] | None,
+              runs: Sequence[Any] = ()) -> dict[str, float | int | None]:
     """The twin's figures: the simulator's medians of one policy (`gesscale.report.summary`) and its simulated
-    latency (`gesscale.report.simulated_latency`'s `by_policy` entry)."""
-    return {"reconfigurations": medians.get("reconfigurations"), "replica_minutes": medians.get("cost"),
+    latency (`gesscale.report.simulated_latency`'s `by_policy` entry); with its `runs` (`RunResult`s), the
+    replica-minutes measured at the observations as the live run's are (the median of their `observed_cost`,
+    `observed_replica_minutes`), else the simulator's `cost`."""
+    observed = [r.observed_cost for r in runs if getattr(r, "observed_cost", None) is not None]
+    minutes = statistics.median(observed) if observed else medians.get("cost")
+    return {"reconfigurations": medians.get("reconfigurations"), "replica_minutes": minutes,
             "excess": medians.get("excess_time"), "p95_latency_s": (latency or {}).get("p95_s")}
 
 

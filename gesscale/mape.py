@@ -266,10 +266,11 @@ class ControlLoop:
             self.current_map = lmap
             self.graph = lmap.placement_graph()
 
-    def run(self, max_steps: int | None = None) -> list[StepRecord]:
-        """Step until the backend has finished (or `max_steps`)."""
+    def run(self, max_steps: int | None = None, until: Callable[[], bool] | None = None) -> list[StepRecord]:
+        """Step until the backend has finished, `until()` is true (asked after each period) or `max_steps`."""
         steps = 0
-        while not self.backend.finished and (max_steps is None or steps < max_steps):
+        while not self.backend.finished and (until is None or not until()) \
+                and (max_steps is None or steps < max_steps):
             self.step()
             steps += 1
         return self.history

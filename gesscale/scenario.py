@@ -17,12 +17,13 @@ from gesscale.errors import UserError, brief
 from gesscale.latency_map import SUSPICIOUS_RTT_MS, TINY_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
 from gesscale.model import FORMS
 from gesscale.names import check_name
+from gesscale.run_end import AFTER_DRAIN_MAX_PERIODS, AFTER_DRAIN_PERIODS, AfterDrain
 from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
 
 RECONFIG_KINDS = ("up", "down")
-RECONFIG_TIMING_KEYS = ("effective_s", "pause_s", "observation_gap_s")
+RECONFIG_TIMING_KEYS = ("effective_s", "pause_s", "observation_gap_s", "per_node")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,46 @@ class ReconfigTiming:
     effective_s: float
     pause_s: float
     observation_gap_s: float | None = None
+    # Whether effective_s is per node added or removed: a change of k nodes is effective k x effective_s after the
+    # decision, and observed that much later too (the local backend adds executors one after the other: 41-46 s
+    # for one, 184-220 s for five in the live Table III's runs)
+    per_node: bool = False
+
+    def for_nodes(self, k: int) -> ReconfigTiming:
+        """The timing of a change of `k` nodes (itself unless `per_node`)."""
+        if not self.per_node or k <= 1:
+            return self
+        extra = self.effective_s * (k - 1)
+        gap = None if self.observation_gap_s is None else self.observation_gap_s + extra
+        return ReconfigTiming(effective_s=self.effective_s + extra, pause_s=self.pause_s, observation_gap_s=gap)
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """The operator's first seconds, as a live run measured them in its first period, before any decision: the
+    day's first micro-batch starts cold (19 of the 20 runs of the live Table III processed 7-12 records/s in it, where
+    one warm replica takes 300-400/s), so for `seconds` from the start at most `rate` records/s are processed, and no
+    back pressure is signalled (a cold micro-batch is not a full one; every live first period reported none)."""
+
+    seconds: int
+    rate: float
+
+
+@dataclass(frozen=True)
+class CpuShare:
+    """The CPU utilisation a busy operator reports at n replicas, as a live run measured it: `share` x n^`exponent`
+    (at most 1) of the busy fraction, with a measurement noise of standard deviation `noise`. On the testbed a
+    saturated job's executors use all of their CPU budget at one or two replicas and less with more (the median
+    over the live Table III's saturated periods: 1.0 at one and two, 0.89 at three, 0.58 at four, 0.51 at six): the
+    micro-batch is busy, its executors partly wait. Without it, the CPU is the busy fraction with a noise of 0.02."""
+
+    share: float = 1.0
+    exponent: float = 0.0
+    noise: float = 0.02
+
+    def of(self, n: int) -> float:
+        """The CPU utilisation of a fully busy period at n replicas."""
+        return min(1.0, self.share * max(1, n) ** self.exponent)
 
 
 @dataclass(frozen=True)
@@ -59,6 +100,10 @@ class GroundTruth:
     # Per kind of reconfiguration, its measured timing (a twin of a live run); a kind not given pauses for
     # `reconfig_pause_s` from the decision, the new configuration in place at once (the paper's restart).
     reconfig: dict[str, ReconfigTiming] | None = None
+    # The cold start of the first seconds (a twin of a live run); None: the operator serves at its MST from t = 0.
+    cold_start: ColdStart | None = None
+    # The CPU a busy operator reports (a twin of a live run); None: the busy fraction, with a noise of CPU_NOISE.
+    cpu: CpuShare | None = None
 
     def timing(self, kind: str) -> ReconfigTiming:
         """The timing of a reconfiguration of `kind` (`up` or `down`)."""
@@ -95,6 +140,12 @@ class Scenario:
     # their own fields) and the options per policy id (`policy_options:`), checked against their declaration.
     controller: dict[str, Any] = field(default_factory=dict)
     policy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How the run ends (`gesscale.run_end`): None, when the input has ended and the backlog drained; a twin of a
+    # demo run gets the demo's drained periods to scale in (`after_drain:`).
+    after_drain: AfterDrain | None = None
+    # Whether the controller is told when the input ends (`PolicyContext.input_end_s`): the simulator knows it; a
+    # live loop does not, nor does the simulated twin of a live run.
+    input_end_known: bool = True
     warnings: tuple[str, ...] = ()  # legal but suspicious values (see `_suspicious`), for the CLI to print
 
     def with_seed(self, seed: int) -> Scenario:
@@ -104,13 +155,16 @@ class Scenario:
 
 # Keys of each part of a scenario file; anything else is a mistake (a misspelled key would leave its default).
 SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload", "controller",
-                 "policy_options")
+                 "policy_options", "after_drain", "input_end_known")
+AFTER_DRAIN_KEYS = ("periods", "max_periods")
 # Controller options a scenario may also give at their historical place (top level or under `cluster:`).
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
 OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo",
-                 "reconfig")
+                 "reconfig", "cold_start", "cpu")
+COLD_START_KEYS = ("seconds", "rate")
+CPU_KEYS = ("share", "exponent", "noise")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
 # observations are per-second rates; below a second a period holds less than one sample.
 MIN_CONTROL_PERIOD_S = 1.0
@@ -189,6 +243,8 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         delta=float(number(op, "delta", 0.0, w_op, lo=0.0)),
         loo=_loo(op, w_op),
         reconfig=_reconfig(op, w_op, pause_s),
+        cold_start=_cold_start(op.get("cold_start"), w_op),
+        cpu=_cpu(op.get("cpu"), w_op),
     )
     workload = data.get("workload")
     if workload is None:
@@ -221,9 +277,33 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         seed=number(data, "seed", 1, where, lo=0, hi=MAX_SEED, integer=True),
         source=source,
         policy_options=_policy_options(data.get("policy_options"), where),
+        after_drain=_after_drain(data.get("after_drain"), where),
+        input_end_known=_flag(data, "input_end_known", True, where),
     )
     controller = _controller_section(data, where)
     return with_controller(sc, controller, f"{where}: controller") if controller else _checked(sc, where)
+
+
+def _flag(data: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    """A true/false key."""
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"{where}: '{key}' must be true or false, got {brief(value)}")
+    return value
+
+
+def _after_drain(section: Any, where: str) -> AfterDrain | None:
+    """after_drain: the drained periods the run gets to scale in (`gesscale.run_end`); absent: none."""
+    if section is None:
+        return None
+    w = f"{where}: after_drain"
+    if not isinstance(section, Mapping):
+        raise UserError(f"{w}: must be a mapping of {', '.join(AFTER_DRAIN_KEYS)}, got {brief(section)}")
+    check_keys(section, AFTER_DRAIN_KEYS, w)
+    periods = number(section, "periods", AFTER_DRAIN_PERIODS, w, lo=0, hi=1000, integer=True)
+    most = number(section, "max_periods", max(periods, AFTER_DRAIN_MAX_PERIODS), w, lo=periods, hi=1000,
+                  integer=True)
+    return AfterDrain(periods=int(periods), max_periods=int(most))
 
 
 def _form(op: Mapping[str, Any], where: str) -> str:
@@ -262,8 +342,39 @@ def _reconfig(op: Mapping[str, Any], where: str, pause_s: float) -> dict[str, Re
         gap = timing.get("observation_gap_s")
         if gap is not None:
             gap = float(number(timing, "observation_gap_s", None, w, lo=effective, hi=MAX_PAUSE_S, duration=True))
-        out[str(kind)] = ReconfigTiming(effective_s=effective, pause_s=pause, observation_gap_s=gap)
+        per_node = timing.get("per_node", False)
+        if not isinstance(per_node, bool):
+            raise UserError(f"{w}: 'per_node' must be true or false, got {brief(per_node)}")
+        out[str(kind)] = ReconfigTiming(effective_s=effective, pause_s=pause, observation_gap_s=gap, per_node=per_node)
     return out
+
+
+def _cold_start(section: Any, where: str) -> ColdStart | None:
+    """operator.cold_start: `seconds` (whole, >= 1) during which at most `rate` records/s (>= 0) are processed."""
+    if section is None:
+        return None
+    w = f"{where}: cold_start"
+    if not isinstance(section, Mapping):
+        raise UserError(f"{w}: must be a mapping of {', '.join(COLD_START_KEYS)}, got {brief(section)}")
+    check_keys(section, COLD_START_KEYS, w)
+    seconds = number(section, "seconds", None, w, lo=1, hi=MAX_PAUSE_S, integer=True)
+    rate = number(section, "rate", None, w, lo=0.0, hi=1e9)
+    if seconds is None or rate is None:
+        raise UserError(f"{w}: needs both {' and '.join(COLD_START_KEYS)}")
+    return ColdStart(seconds=int(seconds), rate=float(rate))
+
+
+def _cpu(section: Any, where: str) -> CpuShare | None:
+    """operator.cpu: `share` in (0, 1e3], `exponent` in [-4, 4], `noise` in [0, 1)."""
+    if section is None:
+        return None
+    w = f"{where}: cpu"
+    if not isinstance(section, Mapping):
+        raise UserError(f"{w}: must be a mapping of {', '.join(CPU_KEYS)}, got {brief(section)}")
+    check_keys(section, CPU_KEYS, w)
+    return CpuShare(share=float(number(section, "share", 1.0, w, lo=0.0, lo_open=True, hi=1e3)),
+                    exponent=float(number(section, "exponent", 0.0, w, lo=-4.0, hi=4.0)),
+                    noise=float(number(section, "noise", 0.02, w, lo=0.0, hi=1.0, hi_open=True)))
 
 
 def _loo(op: Mapping[str, Any], where: str) -> dict[str, Any] | None:

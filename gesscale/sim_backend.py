@@ -14,6 +14,11 @@ after the decision) the smaller of the old and the new configuration serves, not
 one control period) and reports only the seconds since the change became effective (as the live backend, which
 starts its next period then), so no period is observed while a change is under way.
 
+A twin of a live run may also start cold (`operator.cold_start`, measured in the run's first period, before any
+decision): for its first `seconds` at most `rate` records/s are processed and no back pressure is signalled, and
+the first observation ends then. With the scenario's `after_drain` the run goes on after the drain, until the loop's
+end rule (`gesscale.run_end`) ends it, as a live demo run.
+
 The network follows the latency map's `changes:` schedule: from each change time on (second t uses
 `latency_map.at(t)`), ND_max of the replicas in place, hence their true MST, is that of the map in force, and so
 are the nodes a placement starts from and the ideal demand of the metrics. A map without changes is one segment.
@@ -22,7 +27,9 @@ Signals derived from that state, per control period:
 - bp_upstream: fraction of seconds in which more data was available than the operator could take (the source
   held data back: Spark's admission control binding, Flink's back-pressured source);
 - bp_operator: 0 (the operator writes to Kafka, nothing downstream pushes back);
-- cpu: processed / capacity, plus a small measurement noise (0 during a pause); busy: the same without noise.
+- cpu: processed / capacity, plus a small measurement noise (0 during a pause); busy: the same without noise. A
+  twin of a live run gives the CPU a busy operator reported at each size instead (`operator.cpu`): busy times its
+  share at the replicas, with its noise drawn once per period.
 Deterministic for a given seed.
 
 Fog events (the map's `schedule()`: `changes:` entries with `event:`, `--events FILE`; docs/events.md) act on
@@ -223,18 +230,29 @@ class SimBackend(Backend):
 
     @property
     def finished(self) -> bool:
-        """Input over and backlog drained, or the drain limit reached."""
-        return (self.t >= self.input_end and self.backlog < 1.0) or self.t >= self.horizon
+        """Input over and backlog drained, or the drain limit reached; with the scenario's `after_drain` only the
+        drain limit (the loop's end rule, `gesscale.run_end`, ends the run: `gesscale.simulate.run_once`)."""
+        if self.t >= self.horizon:
+            return True
+        return self.scenario.after_drain is None and self.t >= self.input_end and self.backlog < 1.0
 
     def observe(self) -> Observation:
         """Simulate one control period (or, after a reconfiguration with an observation gap, that gap) and report
         it."""
-        span, self._next_span = self._next_span or self.period, None
+        cold = self.truth.cold_start
+        cold_end, cold_rate = (cold.seconds, cold.rate) if cold is not None else (0, math.inf)
+        first = self.period if self.t > 0 or cold is None else cold.seconds  # the first period: the cold one
+        span, self._next_span = self._next_span or first, None
         t0, t1 = self.t, min(self.t + span, self.horizon)
         # after a change with a measured timing, the observation covers only the new configuration (as the live
         # backend's, which starts its next period once the change is effective); the seconds before are simulated
         observed_from, self._unobserved = min(t0 + self._unobserved, t1 - 1), 0
         rate, mst_noise, cpu_noise = self.rate, self._mst_noise, self._cpu_noise
+        # a measured CPU share (GroundTruth.cpu): the CPU a busy period reports at these replicas, its noise drawn
+        # once for the period (a live run measures it per period), from the same draws rescaled
+        cpu_model = self.truth.cpu
+        cpu_share = cpu_model.of(len(self._nodes)) if cpu_model is not None else 1.0
+        cpu_scale = 1.0 if cpu_model is None else 0.0
         inp_a, proc_a, back_a, sup_a, delay_a = self.input, self.processed, self.backlog_at, self.supply, self.delay
         n, mst, end = len(self._nodes), self._mst, self.input_end
         backlog, pause_left, serve_left = self.backlog, self.pause_left, self.serve_left
@@ -262,6 +280,9 @@ class SimBackend(Backend):
             inp = rate[i] if i < end else 0.0
             avail = backlog + inp
             cap = mst * mst_noise[i]
+            cold_now = i < cold_end  # the cold start (GroundTruth.cold_start): no back pressure signalled
+            if cold_now:
+                cap = min(cap, cold_rate)
             serving = serve_left > 0
             if serving:  # the change is not effective yet: the smaller configuration serves
                 serve_left -= 1
@@ -271,18 +292,18 @@ class SimBackend(Backend):
                 pause_left -= 1
                 paused += 1
                 done = 0.0
-                if avail > 0:
+                if avail > 0 and not cold_now:
                     bp_count += 1
             else:
                 if avail > cap:
                     done = cap
-                    bp_count += 1
+                    bp_count += 0 if cold_now else 1
                 else:
                     done = avail
                 if cap > 0:
                     busy = done / cap
                     busy_sum += busy
-                    cpu = busy + cpu_noise[i]
+                    cpu = busy * cpu_share + cpu_noise[i] * cpu_scale
                     cpu_sum += 1.0 if cpu > 1.0 else (cpu if cpu > 0.0 else 0.0)
             backlog = avail - done
             inp_a[i] = inp
@@ -296,6 +317,9 @@ class SimBackend(Backend):
         if self.measured is not None:
             self.measured.add(float(t1), self._true_rtts())
         span = max(1, t1 - max(t0, observed_from))
+        cpu_mean = cpu_sum / span
+        if cpu_model is not None:
+            cpu_mean = min(1.0, max(0.0, cpu_mean + cpu_noise[t0] / CPU_NOISE * cpu_model.noise))
         return Observation(
             time_s=float(t1),
             period_s=float(span),
@@ -307,7 +331,7 @@ class SimBackend(Backend):
             bp_operator=0.0,
             replicas=self._nodes,
             nd_max_ms=self._nd,
-            cpu=cpu_sum / span,
+            cpu=cpu_mean,
             busy=busy_sum / span,
             paused_s=float(paused),
             lost=self._take_lost(),
@@ -334,7 +358,8 @@ class SimBackend(Backend):
         if set(new) == old:
             return 0.0
         kind = "up" if len(new) > len(old) else "down"
-        timing = self.truth.timing(kind)
+        changed = len(set(new) - old) if kind == "up" else len(old - set(new))
+        timing = self.truth.timing(kind).for_nodes(changed)
         pause = 0 if instant else int(round(timing.pause_s))
         effective = 0 if instant else max(pause, int(round(timing.effective_s)))
         old_mst = self._mst

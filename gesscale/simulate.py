@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gesscale.config import ControllerConfig
+from gesscale.fidelity import observed_replica_minutes
 from gesscale.latency_map import LatencyMap
 from gesscale.mape import ControlLoop, StepRecord
 from gesscale.measured_latency import LatencyChange, MeasuredLatency
@@ -45,6 +46,8 @@ class RunResult:
     # What the controller saw of the network (`--latency-source`) and the changes its measured view logged
     latency_source: str = "map"
     latency_changes: list[LatencyChange] = field(default_factory=list)
+    # Replica-minutes as a live run measures them, at the observations (`gesscale.fidelity`): a twin's figure
+    observed_cost: float | None = None
 
 
 def controller_config(scenario: Scenario, seed: int, **overrides: Any) -> ControllerConfig:
@@ -163,8 +166,16 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
     loop = ControlLoop(backend, policy, seen.latency_map, config, oracle_demand=oracle, network=seen.network,
                        network_log=seen.log,
                        on_step=step_hook if timed or on_step is not None else None,
-                       input_end_s=float(backend.input_end))
-    history = loop.run()
+                       input_end_s=float(backend.input_end) if scenario.input_end_known else None)
+    until: Callable[[], bool] | None = None
+    if scenario.after_drain is not None:  # the demo's end of a run: a few drained periods to scale in
+        end = scenario.after_drain.rule()
+
+        def drained_end() -> bool:
+            return end.over(loop.history[-1] if loop.history else None, backend.t >= backend.input_end,
+                            lambda t: loop.context(t).in_warmup)
+        until = drained_end
+    history = loop.run(until=until)
     end = backend.t
     T = backend.input_end
     # Completion: the last second with backlog, or the input end if the backlog was never left over.
@@ -205,6 +216,7 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
         drained=backend.backlog < 1.0,
         latency_source=config.latency_source,
         latency_changes=list(seen.measured.changes) if seen.measured is not None else [],
+        observed_cost=observed_replica_minutes(history, float(T)),
     )
 
 

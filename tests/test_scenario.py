@@ -62,6 +62,13 @@ CASES = [
      r"pair \(a, b\): RTT 1e\+300 ms is above 10000 ms, the largest RTT taken"),
     ("cluster.rtt_ms", {"a": {"b": math.nan, "c": 20}, "b": {"c": 15}}, r"pair \(a, b\): RTT must be finite"),
     ("controller", {"latency_source": "probes"}, r"controller: 'latency_source' must be one of map, measured, both"),
+    ("after_drain", 3, r"after_drain: must be a mapping of periods, max_periods, got 3"),
+    ("after_drain", {"periods": 4, "max_periods": 2}, r"after_drain: 'max_periods' must be in \[4, 1000\], got 2"),
+    ("after_drain", {"period": 3}, r"after_drain: unknown key 'period'"),
+    ("operator.cold_start", {"seconds": 0, "rate": 8},
+     r"operator: cold_start: 'seconds' must be in \[1, 3600\], got 0"),
+    ("operator.cold_start", {"seconds": 6}, r"operator: cold_start: 'rate' must be a number"),
+    ("input_end_known", "no", r"'input_end_known' must be true or false, got 'no'"),
 ]
 
 

@@ -224,3 +224,47 @@ def test_after_a_change_with_a_measured_timing_the_warm_up_runs_from_when_it_too
     after = [h for h in result.history[first + 1:] if h.observation.time_s - t <= 70]
     assert [h.observation.time_s - t for h in after] == [50, 60, 70]
     assert all(not h.applied for h in after)  # 10, 20 and 30 s after it took effect (at +40): warming up
+
+
+def test_a_cold_start_caps_the_first_seconds_and_signals_no_back_pressure() -> None:
+    # a twin of a live run: its first period, before any decision, processed 8 records/s for 6 s
+    sim = SimBackend(scenario({"kind": "steps", "levels": [50], "step_s": 60},  # type: ignore[arg-type]
+                              cold_start={"seconds": 6, "rate": 8.0}))
+    first = sim.observe()
+    assert first.time_s == 6.0 and first.throughput == pytest.approx(8.0)
+    assert first.backlog == pytest.approx(6 * 42.0) and first.bp_upstream == 0.0 and first.busy == pytest.approx(1.0)
+    second = sim.observe()  # warm from then on: MST 100 catches the 252 records up, one control period
+    assert second.period_s == 10.0 and second.throughput == pytest.approx(50.0 + 252.0 / 10)
+    assert second.backlog == pytest.approx(0.0) and second.bp_upstream > 0.0
+
+
+def test_a_controller_not_told_the_input_end_gets_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gesscale.simulate as simulate
+
+    told: list[float | None] = []
+
+    class Spy(simulate.ControlLoop):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            told.append(kwargs.get("input_end_s"))  # type: ignore[arg-type]
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(simulate, "ControlLoop", Spy)
+    sc = scenario({"kind": "steps", "levels": [50], "step_s": 60})
+    run_once(sc, "thr-nlunaware", 1)  # type: ignore[arg-type]
+    from dataclasses import replace
+    run_once(replace(sc, input_end_known=False), "thr-nlunaware", 1)  # type: ignore[arg-type]
+    assert told == [60.0, None]
+
+
+def test_a_measured_cpu_share_is_what_a_busy_period_reports() -> None:
+    # the live testbed: a saturated job at three replicas reported 0.87-0.89 CPU (busy 1.0), under the threshold
+    # policies' 90 %; the simulator's CPU is the busy fraction unless the operator's measured share says otherwise
+    saturated = {"kind": "steps", "levels": [400], "step_s": 60}
+    share = {"share": 1.0, "exponent": -0.2, "noise": 0.0}  # 2^-0.2 = 0.87 at two replicas
+    a = SimBackend(scenario(saturated, initial_replicas=2)).observe()  # type: ignore[arg-type]
+    b = SimBackend(scenario(saturated, initial_replicas=2, cpu=share)).observe()  # type: ignore[arg-type]
+    assert a.busy == pytest.approx(1.0) and b.busy == pytest.approx(1.0)
+    assert a.cpu > 0.95 and b.cpu == pytest.approx(2 ** -0.2)
+    plain = run_once(scenario(saturated, initial_replicas=2), "thr-nlunaware", 1)  # type: ignore[arg-type]
+    measured = run_once(scenario(saturated, initial_replicas=2, cpu=share), "thr-nlunaware", 1)  # type: ignore[arg-type]
+    assert plain.supply.max() == 3 and measured.supply.max() == 2  # scaled up on a busy CPU; never over 90 %

@@ -117,3 +117,87 @@ def test_with_the_input_topics_append_times_the_input_follows_them_second_by_sec
     assert scenario["workload"]["levels"] == [8.0, 7.0, 0.0, 9.0] and measured["input"]["records"] == 24
     assert measured["input"]["source"].startswith("input records' append times")
     assert _twin()[1]["input"]["source"].startswith("input topic end offsets")
+
+
+LIVE_TABLE3 = json.loads((DATA / "live_table3_runs.json").read_text())
+LMAP_RHINE = load_latency_map(ROOT / LIVE_TABLE3["latency_map"])
+
+
+def _recorded_twin(rid: str) -> tuple[dict, dict]:
+    run = LIVE_TABLE3["runs"][rid]
+    lmap = load_latency_map(ROOT / LIVE_TABLE3["latency_map"])
+    return build_twin(run["periods"], run["reconfigurations"], run["model"], lmap.to_dict(), run["max_replicas"],
+                      run["warmup_s"], run["control_period_s"], run["arrivals"])
+
+
+def test_the_twin_starts_with_the_cold_first_period_the_run_measured() -> None:
+    # gesscale-plus-b1's first period, before any decision: 6.5 s, 8.7 records/s, 2,955 records waiting at its end
+    scenario, measured = _recorded_twin("gesscale-plus-b1")
+    first = LIVE_TABLE3["runs"]["gesscale-plus-b1"]["periods"][0]
+    assert scenario["operator"]["cold_start"] == {"seconds": 6, "rate": pytest.approx(first["throughput"], abs=1e-3)}
+    assert measured["cold_start"] == scenario["operator"]["cold_start"]
+    assert scenario["input_end_known"] is False and scenario["after_drain"] == {"periods": 3, "max_periods": 8}
+    sim = SimBackend(scenario_from_dict(scenario, "twin"))
+    obs = sim.observe()
+    assert obs.time_s == 6.0 and obs.throughput <= first["throughput"] + 1e-9 and obs.bp_upstream == 0.0
+    # a first period without records waiting at its end measured the input, not a cold start
+    quiet = [PERIODS[0] | {"backlog": 0.0}, *PERIODS[1:]]
+    assert "cold_start" not in _twin(quiet)[0]["operator"]
+
+
+def test_a_fit_the_runs_processed_records_contradict_gives_way_to_the_capacity_it_showed() -> None:
+    # gesscale-plus-b1 fitted MST(1) = 10.8/s on that cold period alone, then processed 87,006 records in the 229.6 s
+    # gap of its 1 -> 6 scale-up (one replica serving for the 219.6 s until it was effective, six for 10 s)
+    scenario, measured = _recorded_twin("gesscale-plus-b1")
+    run = LIVE_TABLE3["runs"]["gesscale-plus-b1"]
+    a, b = run["periods"][0], run["periods"][1]
+    change = measured_changes(run["periods"], run["reconfigurations"])[0]
+    after = b["time_s"] - change.started_s - change.delay_s
+    replica_s = (change.started_s - a["time_s"]) + change.delay_s + 6 * after
+    shown = (b["extra"]["processed_total"] - a["extra"]["processed_total"]) / replica_s
+    assert run["model"]["alpha"] == pytest.approx(10.81, abs=0.01) and shown == pytest.approx(311, abs=1)
+    assert scenario["operator"]["alpha"] == pytest.approx(shown, abs=1e-3) and scenario["operator"]["beta"] == 1.0
+    assert measured["mst_fit_used"] is False and measured["capacity_shown"] == pytest.approx(shown, abs=1e-3)
+    # a fit the records agree with stays: the recorded demo (MST(1) = 406/s)
+    kept, built_from = _twin()
+    assert kept["operator"]["alpha"] == MODEL["alpha"] and built_from["mst_fit_used"] is True
+
+
+def test_the_twins_cpu_is_what_the_busy_periods_reported_at_each_size() -> None:
+    # thr-nlunaware-b1's busy periods: one at two replicas (CPU 100 %), three at three (88 %, 85 %, 100 %, busy
+    # 1.0): the threshold policy reads that CPU, where the simulator's was the busy fraction (99-100 %)
+    from gesscale.scenario import CpuShare
+
+    scenario, _ = _recorded_twin("thr-nlunaware-b1")
+    periods = LIVE_TABLE3["runs"]["thr-nlunaware-b1"]["periods"]
+    at3 = [min(1.0, p["cpu"] / p["busy"]) for p in periods if len(p["replicas"]) == 3 and p["busy"] >= 0.9]
+    assert len(at3) == 3
+    cpu = CpuShare(**scenario["operator"]["cpu"])
+    assert cpu.of(2) == pytest.approx(1.0, abs=1e-3)
+    assert cpu.of(3) == pytest.approx(statistics.geometric_mean(at3), abs=1e-3)
+    assert 0.02 <= cpu.noise <= 0.3
+    # without busy periods, nothing is calibrated: the simulator's CPU stays the busy fraction
+    assert "cpu" not in _twin([p | {"busy": 0.5} for p in PERIODS])[0]["operator"]
+
+
+def test_a_changes_delay_is_per_node_added_or_removed() -> None:
+    # gesscale-plus-b1 went 1 -> 6 at once: the local backend added the five executors one after the other,
+    # effective 219.6 s after the decision (43.9 s a node; one node took 33-54 s in the other runs), next observed
+    # 229.6 s after it; back to one at the end, 6.8 s (no observation after it tells how many it removed)
+    scenario, measured = _recorded_twin("gesscale-plus-b1")
+    up, down = measured_changes(LIVE_TABLE3["runs"]["gesscale-plus-b1"]["periods"],
+                                LIVE_TABLE3["runs"]["gesscale-plus-b1"]["reconfigurations"])
+    assert (up.nodes, down.nodes) == (5, None)
+    timing = scenario["operator"]["reconfig"]["up"]
+    assert timing["per_node"] is True and timing["effective_s"] == pytest.approx(up.delay_s / 5, abs=1e-3)
+    assert scenario["operator"]["reconfig"]["down"]["per_node"] is False  # per change, as measured
+    sim = SimBackend(scenario_from_dict(scenario, "twin"))
+    start = sim.observe()
+    names = list(LMAP_RHINE.names)
+    sim.apply(Placement(tuple(names[:6]), LMAP_RHINE.nd_max(tuple(names[:6]))))
+    after = sim.observe()
+    six = sim.reconfigurations[-1]
+    assert six.effective_s - six.started_s == round(up.delay_s)  # five nodes: 5 x 43.9 s
+    assert after.time_s - start.time_s == round(up.gap_s)
+    sim.apply(Placement(tuple(names[:2]), LMAP_RHINE.nd_max(tuple(names[:2]))))
+    assert sim.reconfigurations[-1].effective_s - sim.reconfigurations[-1].started_s == round(down.delay_s)

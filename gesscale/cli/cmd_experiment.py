@@ -84,11 +84,12 @@ def register(app: typer.Typer) -> None:
         that every recorded run gives the same metrics, and run the extra --policies beside them (exit 1 when
         something did not reproduce). For a live bundle (environment: local): run each live run's simulated twin
         (built from what the run measured: the control period achieved, each reconfiguration's effective delay and
-        observation gap, the MST points, the input produced) with its policy, the bundle's sim_policies and
-        --policies; write the live and simulated figures side by side (twins.md) and the twin of the live policy
-        against the run with the errors (fidelity.md, printed). A replay reads only the bundle's copies of its
-        inputs (checked against their SHA-256), runs no code from the bundle unless --trust-code, and writes its
-        own manifest.json."""
+        observation gap, the MST points and the capacity its processed records showed, the cold first period, the
+        CPU a busy job reported at each size, the input produced; it ends as a demo run ends) with its policy, the
+        bundle's sim_policies and --policies; write the live and simulated figures side by side (twins.md) and the
+        twin of the live policy against the run with the errors (fidelity.md, printed). A replay reads only the
+        bundle's copies of its inputs (checked against their SHA-256), runs no code from the bundle unless
+        --trust-code, and writes its own manifest.json."""
         from gesscale.cli.fidelity_table import print_fidelity, twin_summary
         from gesscale.cli.tables import output_console
         from gesscale.experiment.bundle import run_experiment

@@ -305,7 +305,7 @@ def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: i
         medians = summary(results)
         latency = simulated_latency(results)["by_policy"]
         pid = wanted[0]
-        rows = fidelity_rows(seen, predicted(medians.get(pid, {}), latency.get(pid)))
+        rows = fidelity_rows(seen, predicted(medians.get(pid, {}), latency.get(pid), results.get(pid, ())))
         doc["twins"][rid] = {"live": run["live"], "simulated": {p: medians[p] for p in wanted if p in medians},
                              "twin": measured, "observed": seen, "fidelity": rows}
         fidelity_md += [f"\n{rid} ({pid}) on its twin against the live run"

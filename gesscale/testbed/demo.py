@@ -188,6 +188,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.config import ControllerConfig
     from gesscale.latency_map import load_latency_map
     from gesscale.report import write_json
+    from gesscale.run_end import DrainedEnd
     from gesscale.runner import read_reconfigurations
     from gesscale.testbed import DEMO_MAP, KAFKA_PORT, Testbed, TestbedConfig
     from gesscale.testbed.backend import LocalBackend
@@ -290,23 +291,15 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         ctl = LiveController(backend, opts.policy, lmap, config, run_dir / "controller.json", opts.listeners,
                              policy_options=opts.policy_options, monitor=monitor)
         deadline = t_run + opts.replay_s + opts.drain_timeout_s
-
-        drained_periods = 0
+        # The day is over once the input stopped and the backlog drained; the controller then gets a few more
+        # periods to scale the idle replicas in (gesscale.run_end: the run's twin ends the same way).
+        end = DrainedEnd()
 
         def over() -> bool:
-            # The day is over once the input stopped and the backlog drained; the controller then gets a few
-            # more periods to scale the idle replicas in (what it does in the night trough of a real day).
-            nonlocal drained_periods
             if time.monotonic() >= deadline:
                 return True
-            rec = ctl.loop.history[-1] if ctl.loop.history else None
-            last = rec.observation if rec else None
-            if not (producer.done() and last is not None and last.backlog == 0 and last.input_rate == 0):
-                return False
-            drained_periods += 1
-            in_warmup = ctl.loop.context(last.time_s).in_warmup
-            replicas = len(rec.reconfiguration.nodes) if rec.applied and rec.reconfiguration else last.n
-            return replicas <= 1 or (drained_periods > 3 and not in_warmup) or drained_periods > 8
+            return end.over(ctl.loop.history[-1] if ctl.loop.history else None, producer.done(),
+                            lambda t: ctl.loop.context(t).in_warmup)
 
         steps = ctl.run(over)
         timings["stream_s"] = time.monotonic() - t_run
@@ -493,7 +486,8 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     fidelity = None
     if opts.policy in medians:
         fidelity = fidelity_rows(observed(periods, len(reconfigs), latency),
-                                 predicted(medians[opts.policy], sim_latency.get(opts.policy)))
+                                 predicted(medians[opts.policy], sim_latency.get(opts.policy),
+                                           results[opts.policy]))
     timings["total_s"] = time.monotonic() - t_start
     return {
         **acc.to_dict(),

@@ -160,8 +160,10 @@ def register(app: typer.Typer) -> None:
             help="Events file (docs/events.md) of what happens to the fog during the day, t = 0 at the day's "
                  "start: its link changes are applied to the WAN emulation at their times, its partitions and "
                  "flaps cut the pairs' links; the controller's map stays --latency-map (it sees the events only by "
-                 "measuring: --latency-source measured|both). Node events (crash, leave, join, churn) are not "
-                 "applied live yet. What was applied, and when: the report's network section."),
+                 "measuring: --latency-source measured|both). Its node events act on the fog nodes: a crash "
+                 "kills the node's worker and executors (its replica is lost and replaced), a leave cordons the "
+                 "node and removes its replica after the drain, a node joins at its join. What was applied, and "
+                 "when: the report's network section."),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
     ) -> None:

@@ -56,6 +56,13 @@ def _print_report(report: dict) -> None:
     if load:
         console.print(f"load: {load['rides_per_day']} rides in the day, peak {load['peak_rate']:.0f} records/s "
                       f"({load['chosen']})")
+    network = report.get("network") or {}
+    if network.get("node_events_applied"):  # crashes, leaves, joins: when, and when lost capacity came back
+        from gesscale.testbed.controller import node_event_lines
+
+        for line in node_event_lines(network["node_events_applied"], report["reconfigurations"],
+                                     network["testbed_t0_unix"]):
+            console.print(line)
     if report.get("unprocessed"):
         console.print(f"[yellow]{report['unprocessed']} records were still waiting when the run stopped (time limit; "
                       "raise --drain-timeout); they are neither processed nor lost[/yellow]")

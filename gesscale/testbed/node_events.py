@@ -154,7 +154,8 @@ def replacement_times(applied: Iterable[dict[str, Any]], reconfigurations: Itera
     took effect: the first reconfiguration whose reason starts with `replace` decided at or after the loss, its
     `effective_s` (the first batch of the new placement; controller's clock, 0 = `testbed_t0_unix`) minus the
     loss's time on that clock. `replaced_after_s` is None while no replacement took effect."""
-    recs = sorted((r for r in reconfigurations if str(r.get("reason", "")).startswith("replace")),
+    recs = sorted((r for r in reconfigurations
+                   if str(r.get("reason", "")).startswith("replace") and r.get("time_s") is not None),
                   key=lambda r: r["time_s"])
     out = []
     for entry in applied:

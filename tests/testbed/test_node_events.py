@@ -321,6 +321,26 @@ def test_the_time_until_lost_capacity_is_replaced_comes_from_the_records() -> No
     assert replacement_times(applied, reconfigs[:1], t0)[0]["replaced_after_s"] is None
 
 
+def test_the_demo_prints_each_node_event_with_the_time_its_lost_replica_took_to_replace(capsys) -> None:  # noqa: ANN001
+    from gesscale.cli.cmd_demo import _print_report
+
+    t0 = 1000.0
+    applied = [{"t_s": 90, "action": "crash", "node": "fog1", "at": t0 + 130.0, "late_s": 0.01, "lost": ["fog1"],
+                "killed_pids": 7, "kill_s": 0.2}]
+    reconfigs = [{"time_s": None, "kind": "up", "added": ["fog2"], "removed": [], "nodes": ["fog1", "fog2"],
+                  "nd_max_ms": 2.0, "pause_s": 1.0, "reason": "replace? no: a record without its time"},
+                 {"time_s": 140.0, "kind": "up", "added": ["fog3"], "removed": [], "nodes": ["fog2", "fog3"],
+                  "nd_max_ms": 4.0, "pause_s": 1.0, "reason": "replace 1 lost replica(s) (fog1)", "effective_s": 171.5}]
+    _print_report({"produced": 10, "processed": 10, "lost": 0, "duplicated": 0, "dead_letters": 0,
+                   "reconfigurations": reconfigs, "model": None, "timeline_png": "t.png", "simulation": {},
+                   "timings_s": {"total": 1.0}, "options": {"policy": "gesscale"},
+                   "network": {"node_events_applied": applied, "testbed_t0_unix": t0}})
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("node event: crash fog1 due at t=90 s of the run, applied at 130.0 s on the controller's clock "
+            "(+0.010 s): 7 process(es) killed in 0.2 s; its replica lost, replaced by fog3 (effective 41.5 s after "
+            "the loss)") in out
+
+
 def test_a_run_with_wan_applies_the_node_events_and_warns_of_none(tmp_path: Path) -> None:
     lmap = latency_map_from_dict(MAP, "m.yaml")
     events = tmp_path / "ev.yaml"

@@ -204,6 +204,7 @@ def register(app: typer.Typer) -> None:
                     ctl.run(until, catch_interrupt=True)
             else:
                 ctl.run(until, catch_interrupt=True)
+            be.stop()  # no node event acts on the testbed from here on
             if ctl.interrupted:
                 console.print("stopping ...")
             for line in run_network_summary(tb.wan, monitor, tb.fleet.run_dir, tb.fleet.state.t0, ctl.reconfig_path):

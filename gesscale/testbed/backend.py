@@ -152,8 +152,9 @@ class LocalBackend(Backend):
         self._placed: set[str] = set()  # the placement as last known (observed or applied)
         self._node_states: list[NodeState] = []
         self.node_events: NodeEventDriver | None = None
-        if self.schedule is not None and schedule:
+        if self.schedule is not None:
             self._placed = set(self.current().nodes)
+        if self.schedule is not None and schedule:
             self.node_events = NodeEventDriver(
                 node_actions(self.schedule, fleet.names), self.node_event, self.started_s,
                 record=fleet.run_dir / RECORD_FILE, cancelled=lambda: self._stopped or self.fleet.closed).start()
@@ -212,7 +213,8 @@ class LocalBackend(Backend):
         The period is stretched to the first micro-batch completed after its nominal end (by at most two
         periods, or, while records wait and no batch completed at all, until one does), so each period spans
         whole batches: with batches about as long as the period, a fixed window would see 0, 1 or 2 of them and
-        report a throughput of 0 or twice the truth.
+        report a throughput of 0 or twice the truth. Not after a node event took replicas away: the period ends
+        at its nominal end and lists them (`lost`).
         """
         deadline = self._last_t + self.period_s
         while not self.stop_event.is_set() and (left := deadline - time.time()) > 0:
@@ -225,6 +227,8 @@ class LocalBackend(Backend):
             done = [b.time for b in self.log.batches if b.time > self._last_t]
             if done and max(done) >= deadline - 0.5 * self.period_s:
                 t1 = max(done)
+            elif self._lost:  # a node event took replicas away: the loop replaces them now, not after a batch
+                t1 = time.time()  # (with the only replica lost, no batch completes before the replacement)
             elif self._input_end() <= self.log.processed:
                 t1 = time.time()  # nothing waits to be processed: no batch is coming to end the period
             elif self.stop_event.is_set() or time.time() >= hard_limit:

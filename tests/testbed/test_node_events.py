@@ -106,7 +106,8 @@ class FakeFleet:
 
 
 def backend(tmp_path: Path, events: EventSchedule | None, running: list[str], *, run_s: float = 0.0,
-            drive: bool = False) -> tuple[LocalBackend, FakeFleet, FakeHook]:
+            drive: bool = False, waiting: int = 0, settle_s: float = 120.0
+            ) -> tuple[LocalBackend, FakeFleet, FakeHook]:
     """A LocalBackend on the stand-ins whose run started `run_s` seconds ago; `drive`: with its event thread."""
     fleet = FakeFleet(tmp_path, running)
     hook = FakeHook([fleet.host_of(n) for n in running])
@@ -114,7 +115,7 @@ def backend(tmp_path: Path, events: EventSchedule | None, running: list[str], *,
     batches.write_text("")
     job = SimpleNamespace(batches_path=batches, hook=hook, settings=SimpleNamespace(input="rides"))
     be = LocalBackend(fleet, job, latency_map_from_dict(MAP), control_period_s=0.01,  # type: ignore[arg-type]
-                      input_end=lambda: 0, events=events, schedule=drive)
+                      input_end=lambda: waiting, events=events, schedule=drive, settle_timeout_s=settle_s)
     if run_s:
         be.started_s = time.time() - run_s
     return be, fleet, hook
@@ -213,6 +214,17 @@ def test_a_crash_kills_the_node_lowers_the_target_and_the_next_observation_lists
     with pytest.raises(NodeUnavailable, match="fog2: not schedulable now"):
         be.apply(Placement(("fog1", "fog2"), 2.0))
     assert fleet.workers == {"fog1"}  # nothing was started
+
+
+def test_a_period_with_a_lost_replica_ends_at_its_nominal_end_although_no_batch_completed(tmp_path: Path) -> None:
+    # 500 records wait and no batch completes (the only replica crashed): a period is otherwise stretched until a
+    # batch completes or settle_timeout_s has passed, which would hold the replacement back that long
+    be, _, _ = backend(tmp_path, schedule({"t_s": 0, "event": "crash", "node": "fog1"}), ["fog1"], waiting=500,
+                       settle_s=30.0)
+    be.node_event(NodeAction(0.0, "crash", "fog1"))
+    obs = be.observe()
+    assert obs.lost == ("fog1",) and obs.replicas == () and obs.backlog == 500
+    assert obs.period_s < 30.0  # ended by the loss, not by the settle timeout
 
 
 def test_a_crashed_node_is_schedulable_again_once_back_and_not_before(tmp_path: Path) -> None:

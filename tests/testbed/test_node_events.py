@@ -392,3 +392,29 @@ def test_a_crash_kills_the_workers_whole_process_group_at_once(tmp_path: Path) -
         if worker.poll() is None:
             os.killpg(worker.pid, 9)
             worker.wait(5)
+
+
+def test_a_crash_also_kills_what_left_the_workers_group_but_is_in_the_nodes_network_group(tmp_path: Path) -> None:
+    # PySpark's daemon makes a process group of its own; the node's groups still hold it. A stand-in for the
+    # network group's `cgroup.procs` lists it (no cgroup is made here).
+    host = "127.0.0.32"
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "deploy.worker.Worker", host],
+                              start_new_session=True)
+    escaped = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        (tmp_path / "groups" / "fog2").mkdir(parents=True)
+        (tmp_path / "groups" / "fog2" / "cgroup.procs").write_text(f"{worker.pid}\n{escaped.pid}\n")
+        state = FleetState(os.getpid(), time.time(), "spark://127.0.0.1:1", None,
+                           {"fog2": FogNode("fog2", host, 15101, 15201, 0.25)}, {"fog2": worker.pid},
+                           {"net_groups": str(tmp_path / "groups")})
+        fleet = Fleet(tmp_path, state, SimpleNamespace(budgets={}))  # type: ignore[arg-type]
+        try:
+            killed = fleet.kill_worker("fog2", timeout_s=0.5)  # the stand-in file never empties: bounded
+        finally:
+            fleet._stop_watch.set()
+        assert escaped.pid in killed and escaped.wait(5) == -9
+    finally:
+        for p in (worker, escaped):
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)

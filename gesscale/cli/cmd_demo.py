@@ -57,6 +57,13 @@ def _print_report(report: dict) -> None:
     if load:
         console.print(f"load: {load['rides_per_day']} rides in the day, peak {load['peak_rate']:.0f} records/s "
                       f"({load['chosen']})")
+    network = report.get("network") or {}
+    if network.get("node_events_applied"):  # crashes, leaves, joins: when, and when lost capacity came back
+        from gesscale.testbed.controller import node_event_lines
+
+        for line in node_event_lines(network["node_events_applied"], report["reconfigurations"],
+                                     network["testbed_t0_unix"]):
+            console.print(line)
     if report.get("unprocessed"):
         console.print(f"[yellow]{report['unprocessed']} records were still waiting when the run stopped (time limit; "
                       "raise --drain-timeout); they are neither processed nor lost[/yellow]")
@@ -156,8 +163,10 @@ def register(app: typer.Typer) -> None:
             help="Events file (docs/events.md) of what happens to the fog during the day, t = 0 at the day's "
                  "start: its link changes are applied to the WAN emulation at their times, its partitions and "
                  "flaps cut the pairs' links; the controller's map stays --latency-map (it sees the events only by "
-                 "measuring: --latency-source measured|both). Node events (crash, leave, join, churn) are not "
-                 "applied live yet. What was applied, and when: the report's network section."),
+                 "measuring: --latency-source measured|both). Its node events act on the fog nodes: a crash "
+                 "kills the node's worker and executors (its replica is lost and replaced), a leave cordons the "
+                 "node and removes its replica after the drain, a node joins at its join. What was applied, and "
+                 "when: the report's network section."),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
     ) -> None:

@@ -67,8 +67,10 @@ def register(app: typer.Typer) -> None:
             help="New testbed with --wan: events file (docs/events.md) of what happens to the fog during the run, "
                  "t = 0 at the controller's start: its link changes are applied to the WAN emulation at their "
                  "times, its partitions and flaps cut the pairs' links; the controller's map stays --latency-map "
-                 "(it sees the events only by measuring: --latency-source measured|both). Node events (crash, "
-                 "leave, join, churn) are not applied live yet. Applied: <run-dir>/wan-events.jsonl."),
+                 "(it sees the events only by measuring: --latency-source measured|both). Its node events act on "
+                 "the fog nodes: a crash kills the node's worker and executors (its replica is lost and replaced), "
+                 "a leave cordons the node and removes its replica after the drain, a node joins at its join. "
+                 "Applied: <run-dir>/wan-events.jsonl, <run-dir>/node-events.jsonl."),
         controller: dict[str, Any] | None = None,
         policy_option_args: list[str] | None = None,
     ) -> None:
@@ -80,8 +82,9 @@ def register(app: typer.Typer) -> None:
         brought up itself, tears everything down.
 
         --events FILE makes the fog change during the run (link changes, partitions, flaps, applied to the WAN
-        emulation; the controller's map stays the file's); --latency-source measured|both gives the controller
-        the RTTs it measures every period from inside the fog nodes instead of the map (docs/events.md).
+        emulation; crashes, leaves, joins and churn, applied to the fog nodes; the controller's map stays the
+        file's); --latency-source measured|both gives the controller the RTTs it measures every period from
+        inside the fog nodes instead of the map (docs/events.md).
 
         Controller options (--control-period, --warmup, --min-replicas, --max-replicas, ...) and policy options
         (--policy-option KEY=VALUE) are those of `gesscale options`, with this command's defaults.
@@ -100,6 +103,7 @@ def register(app: typer.Typer) -> None:
             LiveController,
             fog_events,
             live_monitor,
+            node_schedule,
             parse_duration,
             run_network_summary,
         )
@@ -170,7 +174,7 @@ def register(app: typer.Typer) -> None:
             lmap_run = lmap.subset(names)
             config = ControllerConfig(**{**controller, "max_replicas": controller["max_replicas"] or len(names)})
             be = LocalBackend(tb.fleet, tb.job, lmap_run, strategy=strategy, control_period_s=config.control_period_s,
-                              wan=tb.wan)
+                              wan=tb.wan, events=node_schedule(fog_map, owned=owned, wan=wan))
             live_view = LiveView(f"gesscale run: {policy} on {len(names)} fog nodes ({strategy})")
             listeners = [metrics.on_step, live_view.on_step]
             if not view:
@@ -207,9 +211,10 @@ def register(app: typer.Typer) -> None:
                     ctl.run(until, catch_interrupt=True)
             else:
                 ctl.run(until, catch_interrupt=True)
+            be.stop()  # no node event acts on the testbed from here on
             if ctl.interrupted:
                 console.print("stopping ...")
-            for line in run_network_summary(tb.wan, monitor, tb.fleet.run_dir, tb.fleet.state.t0):
+            for line in run_network_summary(tb.wan, monitor, tb.fleet.run_dir, tb.fleet.state.t0, ctl.reconfig_path):
                 console.print(line)
         finally:
             metrics.close()

@@ -22,6 +22,14 @@ Execute, per strategy (docs/controller.md):
 The reported pause is measured, not assumed: the longest gap between completed micro-batches from the last
 batch before the change to the first batch that started after it (so a new executor's cold start, which stalls
 the first micro-batch it takes part in, counts).
+
+Node events (`events`, the run's `EventSchedule`; docs/events.md): a thread acts them out on the run's clock
+(`gesscale.testbed.node_events`). A crash kills the node's worker and executors at once (`Fleet.kill_worker`)
+and lowers the job's executor target to the survivors (else Spark would relaunch the lost executor on the next
+worker with a free core, outside the placement); a leave's drain ends with its replica removed as in a
+scale-down. `nodes()` follows the schedule (crashed, gone and not yet joined nodes are not ready, leaving ones
+are cordoned), `current()` leaves out the nodes killed or gone, and the next observation lists the replicas
+lost (`Observation.lost`), as the simulator's does, so the control loop replaces them.
 """
 
 from __future__ import annotations
@@ -29,20 +37,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gesscale.backend import STRATEGIES, Backend
+from gesscale.backend import STRATEGIES, Backend, ReconfigurationFailed
 from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
+from gesscale.events import DOWN, GONE, LEAVING, UP, EventSchedule
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.observe import InputOffsets, observation_from_batches
 from gesscale.testbed.fleet import Fleet
 from gesscale.testbed.job import TestbedJob, read_batches
+from gesscale.testbed.node_events import RECORD_FILE, NodeAction, NodeEventDriver, node_actions
 from jobs.hook_client import HookError
 
 log = logging.getLogger(__name__)
+LOSS_WAIT_S = 10.0  # after a crash, how long to wait for Spark to drop the lost executor from its active list
+
+
+class NodeUnavailable(ReconfigurationFailed):
+    """`apply` was asked for a node that is not schedulable now (crashed, gone, not joined, leaving); nothing was
+    changed. The loop plans again at the next period with the nodes as they are."""
 
 
 @dataclass
@@ -98,7 +114,8 @@ class LocalBackend(Backend):
 
     def __init__(self, fleet: Fleet, job: TestbedJob, latency_map: LatencyMap, *, strategy: str = "live",
                  control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0,
-                 warm: bool = True, wan: Any = None, schedule: bool = True) -> None:
+                 warm: bool = True, wan: Any = None, schedule: bool = True,
+                 events: EventSchedule | None = None) -> None:
         if strategy not in STRATEGIES:
             raise UserError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
         missing = [n for n in fleet.names if n not in latency_map.nodes]
@@ -126,6 +143,21 @@ class LocalBackend(Backend):
         self._last_end = self._input_end()
         self._last_cpu = {n: fleet.cpu_seconds(n) for n in fleet.names}
         self.log.poll()
+        # Node events: the schedule says who may be chosen; the driver kills and removes at the events' times.
+        self.schedule = events if events is not None and not events.empty else None
+        self._apply_lock = threading.RLock()  # an apply, or a drained node's removal, at a time
+        self._node_lock = threading.Lock()
+        self._out: set[str] = set()  # nodes killed or gone, until back or joined
+        self._lost: list[str] = []  # replicas lost since the last observation
+        self._placed: set[str] = set()  # the placement as last known (observed or applied)
+        self._node_states: list[NodeState] = []
+        self.node_events: NodeEventDriver | None = None
+        if self.schedule is not None:
+            self._placed = set(self.current().nodes)
+        if self.schedule is not None and schedule:
+            self.node_events = NodeEventDriver(
+                node_actions(self.schedule, fleet.names), self.node_event, self.started_s,
+                record=fleet.run_dir / RECORD_FILE, cancelled=lambda: self._stopped or self.fleet.closed).start()
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _broker_input_end(self) -> int:
@@ -139,9 +171,26 @@ class LocalBackend(Backend):
         return time.time() - self.fleet.state.t0
 
     # -- Backend interface --------------------------------------------------------------------------------
+    def run_time_s(self) -> float:
+        """Seconds since the run's t = 0 (`started_s`: the clock of the map's `changes:` and the run's events)."""
+        return time.time() - self.started_s
+
     def nodes(self) -> list[NodeState]:
-        """Every fog node; all are schedulable (a node is only down while the testbed is stopping)."""
-        return [NodeState(n) for n in self.fleet.names]
+        """Every fog node; without node events all are schedulable. With them, as the schedule says at this
+        second (crashed, gone, not yet joined: not ready; leaving: cordoned), and a node killed or gone stays not
+        ready until the driver has brought it back. The same objects while nothing changes."""
+        if self.schedule is None:
+            return [NodeState(n) for n in self.fleet.names]
+        t = self.run_time_s()
+        with self._node_lock:
+            out = set(self._out)
+        states = []
+        for n in self.fleet.names:
+            state = self.schedule.node_state(n, t)
+            states.append(NodeState(n, ready=state in (UP, LEAVING) and n not in out, cordoned=state == LEAVING))
+        if states != self._node_states:
+            self._node_states = states
+        return list(self._node_states)
 
     def executors(self) -> list[dict[str, Any]]:
         """The job's active executors (empty while the job restarts)."""
@@ -153,7 +202,9 @@ class LocalBackend(Backend):
     def current(self) -> Placement:
         """Nodes hosting an executor of the job now."""
         hosts = {e["host"] for e in self.executors()}
-        nodes = tuple(n for n in self.fleet.names if self.fleet.host_of(n) in hosts)
+        with self._node_lock:
+            out = set(self._out)  # a killed node's executor may be listed until Spark drops it
+        nodes = tuple(n for n in self.fleet.names if self.fleet.host_of(n) in hosts and n not in out)
         return Placement(nodes, self.latency_map.nd_max(nodes))
 
     def observe(self) -> Observation:
@@ -162,7 +213,8 @@ class LocalBackend(Backend):
         The period is stretched to the first micro-batch completed after its nominal end (by at most two
         periods, or, while records wait and no batch completed at all, until one does), so each period spans
         whole batches: with batches about as long as the period, a fixed window would see 0, 1 or 2 of them and
-        report a throughput of 0 or twice the truth.
+        report a throughput of 0 or twice the truth. Not after a node event took replicas away: the period ends
+        at its nominal end and lists them (`lost`).
         """
         deadline = self._last_t + self.period_s
         while not self.stop_event.is_set() and (left := deadline - time.time()) > 0:
@@ -175,6 +227,8 @@ class LocalBackend(Backend):
             done = [b.time for b in self.log.batches if b.time > self._last_t]
             if done and max(done) >= deadline - 0.5 * self.period_s:
                 t1 = max(done)
+            elif self._lost:  # a node event took replicas away: the loop replaces them now, not after a batch
+                t1 = time.time()  # (with the only replica lost, no batch completes before the replacement)
             elif self._input_end() <= self.log.processed:
                 t1 = time.time()  # nothing waits to be processed: no batch is coming to end the period
             elif self.stop_event.is_set() or time.time() >= hard_limit:
@@ -200,7 +254,15 @@ class LocalBackend(Backend):
             # Never let a period pass as emulated when it was not: restart the daemon and say so in the period.
             extra["wan_restarted_s"] = self.wan.restart(problem)
             extra["wan_problem"] = problem
-        return observation_from_batches(
+        with self._node_lock:
+            lost, self._lost = tuple(self._lost), []
+            out = set(self._out)
+        if out & set(placement.nodes):  # a node killed since the placement was read: it is lost, not a replica
+            kept = tuple(n for n in placement.nodes if n not in out)
+            placement = Placement(kept, self.latency_map.nd_max(kept))
+        with self._node_lock:
+            self._placed = set(placement.nodes) - self._out
+        obs = observation_from_batches(
             batches,
             time_s=self.now_s(),
             period_s=period,
@@ -210,6 +272,7 @@ class LocalBackend(Backend):
             cpu=min(1.0, used / budget) if budget > 0 else None,
             extra=extra,
         )
+        return replace(obs, lost=lost) if lost else obs
 
     @property
     def finished(self) -> bool:
@@ -220,9 +283,21 @@ class LocalBackend(Backend):
         """End the run: `finished` becomes true and a waiting `observe` returns at once."""
         self._stopped = True
         self.stop_event.set()
+        if self.node_events is not None:
+            self.node_events.stop(timeout_s=0.0)
 
     def apply(self, placement: Placement, instant: bool = False) -> float:
-        """Make executors run on exactly `placement.nodes`; returns the measured pause (s)."""
+        """Make executors run on exactly `placement.nodes`; returns the measured pause (s). `NodeUnavailable` (and
+        nothing changed) when it adds a node that is not schedulable now (a node event since the decision)."""
+        with self._apply_lock:
+            pause = self._apply(placement)
+            if self.schedule is not None:
+                now = set(self.current().nodes)
+                with self._node_lock:
+                    self._placed = now
+            return pause
+
+    def _apply(self, placement: Placement) -> float:
         before = self.current().nodes
         want = tuple(placement.nodes)
         add, remove = placement.changes_from(before)
@@ -231,6 +306,11 @@ class LocalBackend(Backend):
         unknown = [n for n in add if n not in self.fleet.state.nodes]
         if unknown:
             raise UserError(f"cannot place on unknown node(s) {', '.join(unknown)}")
+        if self.schedule is not None:
+            free = {n.name for n in self.nodes() if n.schedulable}
+            taken = [n for n in add if n not in free]
+            if taken:
+                raise NodeUnavailable(f"cannot place on {', '.join(taken)}: not schedulable now (node event)")
         t_start = time.time()
         if self.strategy == "live":
             for node in remove:
@@ -256,6 +336,74 @@ class LocalBackend(Backend):
         log.info("%s %s: +%s -%s -> %s, ND_max %.1f ms, pause %.1f s", self.strategy, kind, add, remove, want,
                  rec.nd_max_ms, pause)
         return pause
+
+    # -- node events (gesscale.testbed.node_events) ---------------------------------------------------------
+    def node_event(self, action: NodeAction) -> dict[str, Any]:
+        """Act out one node event now; returns what was done (the run's record of it)."""
+        node = action.node
+        if action.action == "crash":
+            return self._crash(node)
+        if action.action in ("drained", "absent"):
+            return self._remove_gone(node)
+        if action.action in ("back", "join"):
+            assert self.schedule is not None
+            state = self.schedule.node_state(node, self.run_time_s())
+            if state in (DOWN, GONE):  # another event holds it out (a later crash, a leave)
+                return {"schedulable": False, "state": state}
+            with self._node_lock:
+                self._out.discard(node)
+            return {"schedulable": state == UP}
+        return {"schedulable": False}  # cordon: `nodes()` says so from the schedule
+
+    def _crash(self, node: str) -> dict[str, Any]:
+        """Kill the node and everything on it at once; a replica it held is lost, and the job's executor target
+        goes down to the survivors (Spark would otherwise relaunch it on the next free worker)."""
+        t0 = time.time()
+        with self._node_lock:
+            self._out.add(node)
+            held = node in self._placed
+            self._placed.discard(node)
+        killed = self.fleet.kill_worker(node)
+        out: dict[str, Any] = {"held_replica": held, "killed_pids": len(killed), "kill_s": round(time.time() - t0, 3)}
+        if not held:
+            return out
+        with self._node_lock:
+            self._lost.append(node)
+        out["lost"] = [node]
+        host = self.fleet.host_of(node)
+        try:
+            survivors = [e for e in self.job.hook.executors()["executors"] if e["host"] != host]
+            reply = self.job.hook.set_target(len(survivors), wait_s=LOSS_WAIT_S)
+        except UserError as err:  # the job restarting: its start sets the count anyway
+            out["target_error"] = str(err)
+            return out
+        out["target"] = len(survivors)
+        # when Spark's active list no longer had the executor (it saw the connection close), after the kill
+        out["executor_gone_s" if reply.get("reached") else "executor_listed_after_s"] = round(time.time() - t0, 3)
+        return out
+
+    def _remove_gone(self, node: str) -> dict[str, Any]:
+        """A leave's drain is over (or the node is absent before its join): a replica still on it is removed as
+        in a scale-down, and is lost to the controller; its worker is stopped."""
+        with self._apply_lock:  # never in the middle of a reconfiguration: it moves the replica off first
+            held = node in self.current().nodes
+            with self._node_lock:
+                self._out.add(node)
+            t0 = time.time()
+            if held and self.strategy == "live":
+                self._live_remove(node)
+            elif held:
+                self._restart(tuple(n for n in self.current().nodes if n != node), [], [node])
+            else:
+                self.fleet.stop_worker(node)
+            with self._node_lock:
+                self._placed.discard(node)
+                if held:
+                    self._lost.append(node)
+        out: dict[str, Any] = {"held_replica": held, "removed_s": round(time.time() - t0, 3)}
+        if held:
+            out["lost"] = [node]
+        return out
 
     # -- strategies -----------------------------------------------------------------------------------------
     def _live_add(self, node: str) -> None:

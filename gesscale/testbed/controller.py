@@ -18,6 +18,7 @@ from typing import Any
 
 from gesscale.config import ControllerConfig
 from gesscale.errors import UserError
+from gesscale.events import EventSchedule
 from gesscale.latency_map import LatencyMap
 from gesscale.mape import StepRecord
 from gesscale.model import PerformanceModel
@@ -122,13 +123,14 @@ class LiveController(LiveRunner):
 
 def fog_events(lmap: LatencyMap, events: Path | None, *, owned: bool, wan: bool,
                command: str) -> tuple[LatencyMap, str | None]:
-    """The map the WAN emulation follows (the operator's map with the run's `--events` merged in: what happens
-    to the fog) and the warning to print (None: nothing left unapplied). The controller keeps `lmap`.
+    """The map the fog follows (the operator's map with the run's `--events` merged in: what happens to the fog)
+    and the warning to print (None: nothing left unapplied). The controller keeps `lmap`.
 
-    `--events` needs a testbed this run brings up with its WAN emulation (the emulation follows the events from
-    the run's t = 0); one line, exit 2, otherwise. Node events are not applied live: warned about."""
+    `--events` needs a testbed this run brings up with its WAN emulation (the emulation follows the link events
+    from the run's t = 0); one line, exit 2, otherwise. Such a run applies every kind: the link events on the
+    emulation, the node events through the backend (`node_schedule`); without one, the map's own events are
+    warned about."""
     from gesscale.latency_map import read_events
-    from gesscale.testbed.wan_events import unapplied_warning
 
     if events is not None and not owned:
         raise UserError("--events applies to a testbed this run brings up (its WAN emulation follows the events "
@@ -138,15 +140,56 @@ def fog_events(lmap: LatencyMap, events: Path | None, *, owned: bool, wan: bool,
     fog = lmap.with_events(read_events(events), str(events)) if events is not None else lmap
     if not (owned and wan):  # nothing applies any event: the map's own, as before
         return fog, lmap.unapplied_events(command)
-    source = lmap.source if events is None else f"{lmap.source} + {events}"
-    return fog, unapplied_warning(fog.events, source, command)
+    return fog, None
 
 
-def run_network_summary(wan: Any, monitor: LatencyMonitor | None, run_dir: Path, t0_unix: float) -> list[str]:
-    """What the run did to the network and saw of it, a few lines for the console (times on the controller's
-    clock, whose 0 is the testbed's start `t0_unix`); the monitor's summary is also written to
-    `<run_dir>/network-monitor.json`."""
+def node_schedule(fog_map: LatencyMap, *, owned: bool, wan: bool) -> EventSchedule | None:
+    """The node events the run's backend acts out (`LocalBackend(events=...)`): those of `fog_map` (as
+    `fog_events` gave it) on a testbed this run brings up with its WAN emulation, else none (`fog_events` warned)."""
+    if not (owned and wan):
+        return None
+    schedule = fog_map.schedule()
+    return None if schedule.empty else schedule
+
+
+def node_event_lines(applied: list[dict[str, Any]], reconfigurations: list[dict[str, Any]],
+                     t0_unix: float) -> list[str]:
+    """One console line per node event the run applied (`NodeEventDriver.applied`), on the controller's clock
+    (0 = the testbed's start `t0_unix`), with when a replica it took away was replaced (`replacement_times`)."""
+    from gesscale.testbed.node_events import replacement_times
+
+    replaced = {(r["node"], r["lost_s"]): r for r in replacement_times(applied, reconfigurations, t0_unix)}
     lines = []
+    for e in applied:
+        at = e["at"] - t0_unix
+        line = (f"node event: {e['action']} {e['node']} due at t={e['t_s']:g} s of the run, applied at {at:.1f} s "
+                f"on the controller's clock ({e['late_s']:+.3f} s)")
+        if "error" in e:
+            line += f": failed ({e['error']})"
+        elif e["action"] == "crash":
+            line += f": {e.get('killed_pids', 0)} process(es) killed in {e.get('kill_s', 0):g} s"
+        if e.get("lost"):
+            r = replaced.get((e["node"], round(at, 3)))
+            line += "; its replica lost" + (
+                f", replaced by {','.join(r['replaced_by'])} (effective {r['replaced_after_s']:g} s after the loss)"
+                if r is not None and r["replaced_after_s"] is not None else ", not replaced")
+        lines.append(line)
+    return lines
+
+
+def run_network_summary(wan: Any, monitor: LatencyMonitor | None, run_dir: Path, t0_unix: float,
+                        reconfigurations: Path | None = None) -> list[str]:
+    """What the run did to the network and the nodes and saw of it, a few lines for the console (times on the
+    controller's clock, whose 0 is the testbed's start `t0_unix`); the monitor's summary is also written to
+    `<run_dir>/network-monitor.json`. Node events are read from `<run_dir>/node-events.jsonl`, the replacements
+    from `reconfigurations` (default `<run_dir>/reconfigurations.jsonl`)."""
+    from gesscale.testbed.node_events import RECORD_FILE
+
+    lines = []
+    applied = read_reconfigurations(run_dir / RECORD_FILE)  # the same JSON-lines reader
+    if applied:
+        lines += node_event_lines(applied, read_reconfigurations(reconfigurations or run_dir /
+                                                                 "reconfigurations.jsonl"), t0_unix)
     if wan is not None and (wan.changes_applied or wan.outages_applied):
         for e in wan.outages_applied:
             lines.append(f"network: partitions/flaps from t0 {e['t0_unix']:.3f} (SIGHUP at {e['at']:.3f}): "

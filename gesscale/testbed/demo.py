@@ -192,10 +192,11 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.runner import read_reconfigurations
     from gesscale.testbed import DEMO_MAP, KAFKA_PORT, Testbed, TestbedConfig
     from gesscale.testbed.backend import LocalBackend
-    from gesscale.testbed.controller import LiveController, fog_events, live_monitor
+    from gesscale.testbed.controller import LiveController, fog_events, live_monitor, node_schedule
     from gesscale.testbed.fleet import FleetPorts
     from gesscale.testbed.job import JobSettings
     from gesscale.testbed.keys import account_job
+    from gesscale.testbed.node_events import replacement_times
     from gesscale.testbed.report import model_points
     from gesscale.testbed.wan import WanSettings
 
@@ -283,7 +284,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         producer = Producer(opts, tb.job.settings.bootstrap, tb.job.settings.input)
         t_run = time.monotonic()
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
-                               control_period_s=opts.control_period_s, wan=tb.wan)
+                               control_period_s=opts.control_period_s, wan=tb.wan,
+                               events=node_schedule(fog_map, owned=True, wan=opts.wan))
         monitor = None
         if config.latency_source != "map":  # the controller sees what it measures (docs/events.md)
             monitor = live_monitor(backend, tb.wan, lmap_all, config.latency_source, config.control_period_s,
@@ -302,6 +304,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
                             lambda t: ctl.loop.context(t).in_warmup)
 
         steps = ctl.run(over)
+        backend.stop()  # the day is over: no node event acts on the testbed being stopped
         timings["stream_s"] = time.monotonic() - t_run
         producer.stop()
         produced_summary = producer.summary()
@@ -326,6 +329,10 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             network["testbed_t0_unix"] = tb.fleet.state.t0
             if opts.events is not None:
                 network["events"] = {"file": str(opts.events), "entries": [e.to_dict() for e in fog_map.events]}
+            if backend.node_events is not None:  # crashes, leaves, joins: when applied, what was lost, replaced
+                network["node_events_applied"] = list(backend.node_events.applied)
+                network["replacements"] = replacement_times(backend.node_events.applied, reconfigs,
+                                                             tb.fleet.state.t0)
             cpu = tb.wan.daemon_cpu_s()
             if cpu is not None and not tb.wan.gaps:  # since the testbed came up (a restart would reset it)
                 network["daemon_cpu_s"] = round(cpu, 2)

@@ -30,7 +30,7 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.names import check_name
-from gesscale.process import ManagedProcess, port_is_free
+from gesscale.process import ManagedProcess, group_members, port_is_free
 from gesscale.testbed.cgroups import CgroupTree, process_tree
 from jobs import spark_security
 
@@ -104,6 +104,15 @@ def _spark_daemon(pid: int, cls: str, host: str, log: Path) -> ManagedProcess:
     return ManagedProcess(pid, [], log, group=True, owns=lambda argv: any(cls in a for a in argv) and host in argv)
 
 
+def _pids_in(procs_files: list[Path]) -> list[int]:
+    """The PIDs listed in cgroup `procs_files` (a missing group lists none)."""
+    out: list[int] = []
+    for f in procs_files:
+        with contextlib.suppress(OSError, ValueError):
+            out.extend(int(x) for x in f.read_text().split())
+    return out
+
+
 def _is_spark_daemon(pid: int, cls: str, host: str) -> bool:
     """True when `pid` still runs the Spark daemon `cls` bound to `host`."""
     return _spark_daemon(pid, cls, host, Path(os.devnull)).alive()
@@ -117,6 +126,7 @@ class Fleet:
         self.state = state
         self.cgroups = cgroups
         self._closed = False
+        self._save_lock = threading.Lock()  # the controller's thread and the node events' both save
         self._stop_watch = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="gesscale-fleet-confine", daemon=True)
         self._watcher.start()
@@ -202,9 +212,10 @@ class Fleet:
         """Write the state file atomically."""
         path = self.run_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state.to_dict(), indent=1))
-        os.chmod(tmp, 0o600)  # it holds the job's hook token
-        os.replace(tmp, path)
+        with self._save_lock:
+            tmp.write_text(json.dumps(self.state.to_dict(), indent=1))
+            os.chmod(tmp, 0o600)  # it holds the job's hook token
+            os.replace(tmp, path)
 
     def reload(self) -> None:
         """Re-read the state file (another process may have changed the workers)."""
@@ -268,6 +279,46 @@ class Fleet:
                     os.kill(left, signal.SIGKILL)
             self.cgroups.release(name)
         self.save()
+
+    def kill_worker(self, name: str, timeout_s: float = 5.0) -> list[int]:
+        """A crash of the node: SIGKILL at once to its worker's process group (the worker, the executor JVM it
+        launched), then to every process left in the node's CPU budget group and network group (the executor's
+        Python workers, which make a process group of their own), until both are empty; the budget group is
+        removed. Returns the PIDs signalled. Nothing is asked to stop: no shutdown hook runs, as on a node that
+        loses power. No-op (empty list) when the node has no worker."""
+        pid = self.state.workers.pop(name, None)
+        if pid is None:
+            return []
+        host = self.host_of(name)
+        daemon = _spark_daemon(pid, "deploy.worker.Worker", host, Path(os.devnull))
+        signalled = [pid] if daemon.alive() else []
+        daemon.kill()  # killpg(SIGKILL), only while the PID still runs our worker
+        groups = self.state.extra.get("net_groups")
+        procs = [Path(groups) / name / "cgroup.procs"] if groups else []
+        budget = self.cgroups.budgets.get(name)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            # the worker's group only when the PID was still our worker (never a recycled PID's group)
+            left = sorted({*(group_members(pid) if signalled else []), *(budget.pids() if budget is not None else []),
+                           *_pids_in(procs)})
+            for p in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, signal.SIGKILL)
+            signalled.extend(p for p in left if p not in signalled)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # the worker is our child when this process started it
+        if budget is not None:
+            self.cgroups.release(name)
+        self.save()
+        return signalled
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran (a late node event must not act on a torn-down fleet)."""
+        return self._closed
 
     def cpu_seconds(self, name: str) -> float:
         """CPU seconds the node's processes used since its budget was made (0 when it has none)."""

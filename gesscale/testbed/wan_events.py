@@ -14,7 +14,8 @@ map stays the operator's. From that map this module derives, for the links of a 
 - the pairs that must be queued although their RTT is 0 when the plan is made (a link the schedule delays later,
   or cuts), since a link without a mark cannot be changed by a new table (`pairs_to_queue`).
 
-Node events (crash, leave, join, churn) are not network events: nothing here applies them (`node_events`).
+Node events (crash, leave, join, churn) are not network events: nothing here applies them (`node_events` lists
+them); the backend does (`gesscale.testbed.node_events`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from netem.userspace.table import Outages
 
 __all__ = ["LINK_EVENTS", "LinkUpdate", "link_outages", "link_values", "node_events", "outage_records",
            "pairs_to_queue", "table_document",
-           "table_updates", "unapplied_warning"]
+           "table_updates"]
 
 
 @dataclass(frozen=True)
@@ -110,16 +111,6 @@ def pairs_to_queue(lmap: Any, sites: Iterable[str]) -> set[tuple[str, str]]:
 def node_events(events: Iterable[FogEvent]) -> list[FogEvent]:
     """The events no network engine applies (crash, leave, join, churn)."""
     return [e for e in events if e.kind not in LINK_EVENTS]
-
-
-def unapplied_warning(events: Iterable[FogEvent], source: str, command: str) -> str | None:
-    """The one-line warning of a live command for the node events it does not apply (None: there are none)."""
-    left = node_events(events)
-    if not left:
-        return None
-    kinds = ", ".join(sorted({e.kind for e in left}))
-    return (f"{source}: {len(left)} node event(s) ({kinds}) are not applied live yet by `gesscale {command}` "
-            "(link changes, partitions and flaps are; node events: the simulator only, docs/events.md)")
 
 
 def table_document(queue: int, mark_mask: int, mark_shift: int, links: Mapping[int, LinkDelay],

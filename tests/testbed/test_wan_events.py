@@ -1,7 +1,7 @@
 """A live run's fog events on the testbed's WAN emulation (pure, no daemon): the table updates an events file calls
 for (times, contents), the outages of the partitions and flaps (links, windows, `t0_unix`), the pairs queued for
-events although at 0 ms, the warning for node events, and what `TestbedWan` writes and records (its daemon and
-signals replaced: nothing is started)."""
+events although at 0 ms, no warning for a run that applies every kind, and what `TestbedWan` writes and records
+(its daemon and signals replaced: nothing is started)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from gesscale.testbed.wan_events import (
     pairs_to_queue,
     table_document,
     table_updates,
-    unapplied_warning,
 )
 from gesscale.testbed.wan_plan import MARK_MASK, MARK_SHIFT, build_wan_plan
 from netem.userspace.table import table_from_dict
@@ -119,21 +118,13 @@ def test_a_pair_at_0_ms_that_an_event_delays_or_cuts_is_queued() -> None:
     assert all(math.isinf(o.windows[0][1]) for o in outages.values())  # never heals
 
 
-def test_node_events_are_warned_about_in_one_line_and_link_events_are_not() -> None:
-    lmap = _fog()
-    note = unapplied_warning(lmap.events, "m.yaml + ev.yaml", "run")
-    assert note is not None and "\n" not in note
-    assert note.startswith("m.yaml + ev.yaml: 1 node event(s) (crash) are not applied live yet by `gesscale run`")
-    assert unapplied_warning([e for e in lmap.events if e.kind != "crash"], "x", "run") is None
-
-
 def test_fog_events_keeps_the_controllers_map_and_refuses_what_cannot_apply_them(tmp_path: Path) -> None:
     lmap = latency_map_from_dict(MAP, "m.yaml")
     events = tmp_path / "ev.yaml"
     events.write_text(json.dumps(EVENTS))
     fog, note = fog_events(lmap, events, owned=True, wan=True, command="demo")
     assert fog.documented is lmap and fog.at(40).rtt("fog1", "fog2") == 70.0 and lmap.at(40).rtt("fog1", "fog2") == 10
-    assert note is not None and "(crash)" in note and "`gesscale demo`" in note
+    assert note is None  # its crash is applied too: to the fog nodes (tests/testbed/test_node_events.py)
     with pytest.raises(UserError, match="cannot be given with --testbed"):
         fog_events(lmap, events, owned=False, wan=True, command="run")
     with pytest.raises(UserError, match=r"needs the WAN emulation \(--wan\)"):

@@ -41,14 +41,19 @@ def resources(periods: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
 
     Summing replicas x the configured period over the observed periods instead leaves out every reconfiguration
     (40-60 s each on the testbed) and favours the policies that reconfigure most. None where the periods cannot
-    tell (no periods, no input, replicas not recorded)."""
+    tell (no periods, no input, replicas not recorded), and when no observation saw the run complete (the run
+    was stopped inside a reconfiguration that outlasted its deadline: what the replicas cost after its last
+    observation is unknown; live Table III, gesscale-plus-b5, a 1 -> 6 change of 277 s, counted 0.12)."""
     out: dict[str, float | None] = {"replica_minutes": None, "avg_replicas": None, "span_s": None, "excess": None}
     t0, rates = input_per_second(periods)
     if not periods or not rates:
         return out
     input_end = t0 + len(rates)
     times = [float(p["time_s"]) for p in periods]
-    done = completion_index(times, [float(p.get("backlog") or 0.0) for p in periods], input_end)
+    backlogs = [float(p.get("backlog") or 0.0) for p in periods]
+    done = completion_index(times, backlogs, input_end)
+    if not (times[done] >= input_end - 1.0 and backlogs[done] < 1.0):  # no observation saw the run complete
+        return out
     completion = times[done]
     out["excess"] = max(0.0, completion - input_end) / len(rates)
     if all(isinstance(p.get("replicas"), list | tuple) for p in periods[: done + 1]):

@@ -19,7 +19,7 @@ import numpy as np
 
 from gesscale.stats import DEFAULT_RESAMPLES, bootstrap_interval, paired_comparison
 
-# The per-run figures compared (those of `live_metrics` present and numeric in every run).
+# The per-run figures compared (those of `live_metrics`; each over the runs that measured it).
 STAT_KEYS = ("replica_minutes", "reconfigurations", "avg_replicas", "max_backlog", "lost", "latency_p50_s",
              "latency_p95_s")
 STAT_TITLES = {"replica_minutes": "replica-minutes", "reconfigurations": "reconfigurations",
@@ -53,21 +53,30 @@ def summarise(runs: Mapping[str, Mapping[str, Any]], compare: Sequence[tuple[str
     by_policy: dict[str, dict[int, Mapping[str, Any]]] = {}
     for run in runs.values():
         by_policy.setdefault(run["policy"], {})[int(run["block"])] = run["live"]
-    metrics = [k for k in keys if all(_numeric(live.get(k)) for blocks in by_policy.values()
-                                      for live in blocks.values())]
-    per_policy = {
-        pid: {k: bootstrap_interval([float(blocks[b][k]) for b in sorted(blocks)], "median", resamples,
-                                    seed=seed).to_dict() for k in metrics}
-        for pid, blocks in by_policy.items()}
+
+    def measured(pid: str, key: str) -> dict[int, float]:
+        # the blocks whose run measured `key` (a run can leave a figure unknown: fidelity.resources)
+        return {b: float(live[key]) for b, live in sorted(by_policy.get(pid, {}).items()) if _numeric(live.get(key))}
+
+    # A figure is compared when every policy measured it in at least one run; each median and each pair then
+    # uses the runs (the blocks) that measured it, and says how many.
+    metrics = [k for k in keys if by_policy and all(measured(pid, k) for pid in by_policy)]
+    per_policy = {pid: {k: bootstrap_interval(list(measured(pid, k).values()), "median", resamples,
+                                              seed=seed).to_dict() for k in metrics}
+                  for pid in by_policy}
     pairs = []
     for a, b in compare:
         shared = sorted(set(by_policy.get(a, {})) & set(by_policy.get(b, {})))
         if len(shared) < 1:
             continue
-        pairs.append({"a": a, "b": b, "blocks": shared, "metrics": {
-            k: paired_comparison(a, b, [float(by_policy[a][i][k]) for i in shared],
-                                 [float(by_policy[b][i][k]) for i in shared], resamples, seed=seed).to_dict()
-            for k in metrics}})
+        out: dict[str, Any] = {}
+        for k in metrics:
+            va, vb = measured(a, k), measured(b, k)
+            both = [i for i in shared if i in va and i in vb]
+            if both:
+                out[k] = paired_comparison(a, b, [va[i] for i in both], [vb[i] for i in both], resamples,
+                                           seed=seed).to_dict()
+        pairs.append({"a": a, "b": b, "blocks": shared, "metrics": out})
     return {"method": METHOD, "seed": seed, "resamples": resamples, "metrics": metrics, "per_policy": per_policy,
             "pairs": pairs}
 
@@ -89,7 +98,8 @@ def plot_repeats(runs: Mapping[str, Mapping[str, Any]], stats: Mapping[str, Any]
                              layout="constrained")
     for ax, key in zip(axes[0], metrics, strict=True):
         for x, pid in enumerate(policies):
-            mine = sorted((int(r["block"]), float(r["live"][key])) for r in runs.values() if r["policy"] == pid)
+            mine = sorted((int(r["block"]), float(r["live"][key])) for r in runs.values()
+                          if r["policy"] == pid and _numeric(r["live"].get(key)))
             n = max(len(mine), 1)
             offsets = [(i - (n - 1) / 2) * 0.3 / n for i in range(len(mine))]
             ax.scatter([x + o for o in offsets], [v for _, v in mine], s=14, color=ROLE["input"], alpha=0.7,
@@ -121,7 +131,7 @@ def stats_tables_html(stats: Mapping[str, Any]) -> str:
     head = "".join(f"<th>{e(STAT_TITLES.get(k, k))}</th>" for k in metrics)
     rows = []
     for pid, per in stats["per_policy"].items():
-        n = next(iter(per.values()))["n"]
+        n = max(v["n"] for v in per.values())
         cells = "".join(f"<td>{_f(per[k]['value'])} [{_f(per[k]['lo'])}, {_f(per[k]['hi'])}]</td>" for k in metrics)
         rows.append(f"<tr><td>{e(pid)}</td><td>{n}</td>{cells}</tr>")
     out = [f'<table data-table="repeats"><tr><th>policy</th><th>runs</th>{head}</tr>{"".join(rows)}</table>']
@@ -129,6 +139,8 @@ def stats_tables_html(stats: Mapping[str, Any]) -> str:
         prow = []
         for pair in stats["pairs"]:
             for k in metrics:
+                if k not in pair["metrics"]:
+                    continue
                 m = pair["metrics"][k]
                 d = m["mean_difference"]
                 prow.append(f"<tr><td>{e(pair['a'])} − {e(pair['b'])}</td><td>{e(STAT_TITLES.get(k, k))}</td>"

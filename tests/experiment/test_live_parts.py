@@ -3,6 +3,8 @@ log fed from the model summary a live listener receives (the live runs themselve
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gesscale.experiment.bundle import DecisionLog
@@ -41,6 +43,15 @@ def test_live_replica_minutes_pay_for_the_time_a_reconfiguration_blocked_the_loo
     assert m["replica_minutes"] == pytest.approx((1 * 10 + 3 * 60 + 3 * 10) / 60.0)  # from t0 = 10 s to 90 s
     assert m["span_s"] == pytest.approx(80.0)
     assert m["avg_replicas"] == pytest.approx(220.0 / 80.0)  # time-weighted, not the mean of 3 periods (2.33)
+
+
+def test_live_replica_minutes_are_unknown_when_no_observation_saw_the_run_complete() -> None:
+    # The run's only change (1 -> 6 at 73 s) outlasted its deadline: the loop ended without observing again, so
+    # what the replicas cost after 73 s is unknown, not the first period's 0.12 replica-minutes.
+    periods = [{"time_s": 73.0, "period_s": 10.0, "replicas": ["a"], "backlog": 2705.0,
+                "extra": {"input_total": 1000}}]
+    m = live_metrics([{"replicas": 1, "backlog": 2705.0}], {"periods": periods, "reconfigurations": [{}]})
+    assert m["replica_minutes"] is None and m["avg_replicas"] is None and m["span_s"] is None
 
 
 def test_decision_log_predicts_from_the_summary_before_the_period() -> None:
@@ -100,6 +111,28 @@ def test_the_repeats_compare_the_record_latency_percentiles() -> None:
     assert stats["per_policy"]["gesscale"]["latency_p95_s"]["value"] == 12.0
     pair = stats["pairs"][0]["metrics"]["latency_p95_s"]
     assert pair["mean_difference"]["value"] == -10.0 and pair["p_value"] == 0.25  # 3 blocks, all one sign
+
+
+def test_a_figure_one_run_could_not_measure_is_left_out_of_that_run_only(tmp_path: Path) -> None:
+    from gesscale.experiment.repeats import plot_repeats, stats_tables_html, summarise
+
+    runs = {}
+    for block in (1, 2, 3, 4):
+        for pid, rmin in (("gesscale", 6.0 + block), ("gesscale-plus", 20.0 + block), ("mdl-nlunaware", 7.0 + block)):
+            unknown = pid == "gesscale-plus" and block == 4  # stopped inside its reconfiguration
+            runs[f"{pid}-b{block}"] = {"policy": pid, "block": block,
+                                       "live": {"replica_minutes": None if unknown else rmin, "lost": 0}}
+    stats = summarise(runs, [("gesscale", "mdl-nlunaware"), ("gesscale", "gesscale-plus")], seed=1, resamples=200)
+    assert stats["metrics"] == ["replica_minutes", "lost"]  # not dropped for every policy
+    assert stats["per_policy"]["gesscale-plus"]["replica_minutes"]["n"] == 3
+    assert stats["per_policy"]["gesscale-plus"]["replica_minutes"]["value"] == 22.0
+    assert stats["per_policy"]["gesscale"]["replica_minutes"]["n"] == 4
+    first, second = stats["pairs"]
+    assert first["metrics"]["replica_minutes"]["mean_difference"]["value"] == -1.0
+    assert first["metrics"]["replica_minutes"]["blocks"] == 4
+    assert second["metrics"]["replica_minutes"]["blocks"] == 3  # the blocks where both measured it
+    assert "gesscale-plus" in stats_tables_html(stats)
+    assert plot_repeats(runs, stats, tmp_path / "repeats.png", "test") is not None
 
 
 def test_each_runs_fidelity_is_one_table_in_the_html() -> None:

@@ -46,8 +46,10 @@ def _line(rid: str, policy: str, scenario: dict[str, Any], seen: dict[str, Any],
     rc, rm = rows["reconfigurations"], rows["replica_minutes"]
     ok = bool(rc["within"] and rm["within"])
     pct = "–" if rm["error_pct"] is None else f"{rm['error_pct']:+.0f} %"
+    live_rm = "unknown" if rm["live"] is None else f"{rm['live']:.2f}"  # a run stopped inside a change
+    verdict = "within" if ok else "unknown" if rm["live"] is None else "outside"
     return (f"{rid:22s} reconfigurations {rc['live']} / {rc['twin']:.0f}   replica-minutes "
-            f"{rm['live']:.2f} / {rm['twin']:.2f} ({pct})   {'within' if ok else 'outside'}"), ok
+            f"{live_rm} / {rm['twin']:.2f} ({pct})   {verdict}"), ok
 
 
 def main() -> None:

@@ -16,7 +16,11 @@ by the loss) and as many replicas as were lost are added, placed by the policy's
 bounds. Otherwise, when the policy keeps the replica count, the loop may move one replica (add the better node
 first, then remove the worse one, so capacity never drops): off a node that is no longer schedulable (leaving,
 or cut off), or, for a latency-aware policy, when the links of the used nodes degraded since they were placed
-and one move lowers ND_max by more than `move_threshold_ms`. A move needs headroom: with `max_replicas` replicas
+and one move lowers ND_max by more than `move_threshold_ms`. When a latency-aware policy asks for a scale-up in
+such a period, the loop moves instead (the back pressure may be the degraded links' own: every micro-batch
+waits for its slowest executor, and an added replica would leave them in the placement); the next periods say
+whether more replicas are still needed (live, issue 32's check: scaling up beside fog1's +60 ms links took the
+placement to 4 replicas at about half the throughput of 2). A move needs headroom: with `max_replicas` replicas
 already, the loop keeps its placement and says so in the decision's reason (a swap in place would drop capacity
 for its pause); it moves at a later period once there is room. Without a spare node there is nothing to move to;
 the schedulable nodes bound the replica count, so a replica on a node no longer schedulable is removed (`place`
@@ -177,6 +181,14 @@ class ControlLoop:
             decision = place(self.policy.decide(obs, ctx), obs.replicas, ctx, self.policy.latency_aware)
             if not decision.add and not decision.remove and not ctx.in_warmup:
                 decision = self._move(obs, ctx, decision)
+            elif decision.add and not decision.remove and not ctx.in_warmup and self.policy.latency_aware:
+                # A scale-up asked for while a used node's links degraded: the back pressure may be the degraded
+                # links' own (every micro-batch waits for its slowest executor), and a replica added beside them
+                # would keep them in the placement. Move first; the next periods say whether more are needed.
+                moved = self._move(obs, ctx, decision)
+                if moved.remove:
+                    decision = Decision(moved.target, f"{moved.reason}, instead of scaling up", add=moved.add,
+                                        remove=moved.remove)
         reconf: Reconfiguration | None = None
         applied = False
         if decision.add or decision.remove:

@@ -51,6 +51,36 @@ def test_degraded_links_move_a_replica_adding_the_better_node_first() -> None:
     assert ctl.step().reconfiguration is None  # moved once, not again
 
 
+class AlwaysUp(Policy):
+    """Asks for one more replica every period (as a model-based policy under back pressure does)."""
+
+    id = "up-test"
+
+    def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
+        return Decision(obs.n + 1, "back pressure")
+
+
+class AlwaysUpUnaware(AlwaysUp):
+    latency_aware = False
+
+
+def test_a_scale_up_asked_for_beside_degraded_links_moves_instead() -> None:
+    ctl, sim = loop(scenario([DEGRADE_A]), AlwaysUp(), max_replicas=4)
+    first = ctl.step().reconfiguration  # before the change: an ordinary scale-up
+    assert first is not None and first.kind == "up" and "a" in first.nodes
+    rec = ctl.step().reconfiguration  # the period that saw a's links degrade
+    assert rec is not None and rec.kind == "move" and rec.removed == ("a",) and "a" not in rec.nodes
+    assert len(rec.nodes) == len(first.nodes) and "instead of scaling up" in rec.reason
+    nxt = ctl.step().reconfiguration  # then the policy's scale-up goes ahead (onto a, the only node left)
+    assert nxt is not None and nxt.kind == "up" and len(nxt.nodes) == len(rec.nodes) + 1
+
+
+def test_a_latency_unaware_scale_up_is_not_turned_into_a_move() -> None:
+    ctl, _ = loop(scenario([DEGRADE_A]), AlwaysUpUnaware(), max_replicas=4)
+    kinds = [r.reconfiguration.kind for r in (ctl.step() for _ in range(3)) if r.reconfiguration]
+    assert "move" not in kinds
+
+
 def test_a_move_is_counted_apart_from_scale_ups_and_downs() -> None:
     # the degradation in the map's own changes: the controller's view (`latency_source: map`) has it at once
     sc = scenario(changes=[DEGRADE_A])

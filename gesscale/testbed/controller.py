@@ -120,6 +120,19 @@ class LiveController(LiveRunner):
         self.backend: LocalBackend = backend
         self.monitor = monitor  # the measured latency map (`--latency-source measured|both`), None with `map`
 
+    def run(self, until: Callable[[], bool] | None = None, max_steps: int | None = None,
+            catch_interrupt: bool = False) -> list[StepRecord]:
+        """The live runner's `run`, with the monitor's rounds going on every period while it runs (also while a
+        reconfiguration blocks the loop)."""
+        if self.monitor is None:
+            return super().run(until, max_steps, catch_interrupt)
+        t0 = self.backend.fleet.state.t0
+        self.monitor.start(lambda: time.time() - t0)
+        try:
+            return super().run(until, max_steps, catch_interrupt)
+        finally:
+            self.monitor.stop()
+
 
 def fog_events(lmap: LatencyMap, events: Path | None, *, owned: bool, wan: bool,
                command: str) -> tuple[LatencyMap, str | None]:

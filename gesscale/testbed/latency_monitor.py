@@ -1,11 +1,15 @@
 """The live measured latency map: every control period, probe the links the placement depends on, smooth, and give
 the control loop its view of the network (issue 32, point 3; docs/events.md, "What the controller sees").
 
-`LatencyMonitor` runs one round of probes per control period, at the period's observation: each fog node to the
-site (the broker and the driver) and each pair of fog nodes once, at most `parallel` at a time. A probe is a few
-pings from inside the source node's groups through the delay engine (`gesscale.testbed.wan_measure.GroupPinger`),
-never a read of the engine's table. Each round feeds `gesscale.measured_latency.MeasuredLatency` (the smoother:
-low median of the last 3 rounds, changes over 5 ms logged), whose view, restricted to the fog nodes, is what the
+`LatencyMonitor` runs one round of probes per control period: each fog node to the site (the broker and the
+driver) and each pair of fog nodes once, at most `parallel` at a time. Rounds run on their own clock (`start`:
+a thread, one round every period), not only at the loop's observations: a reconfiguration blocks the loop for
+40-60 s on the testbed, and a link that degrades meanwhile must be known when the loop observes again (issue
+32's live check: with rounds at observations only, fog1's +60 ms links were detected 114 s after the change,
+two blocked scale-ups later). The loop's observation runs a round too when the last is older than half a period.
+A probe is a few pings from inside the source node's groups through the delay engine
+(`gesscale.testbed.wan_measure.GroupPinger`), never a read of the engine's table. Each round feeds
+`gesscale.measured_latency.MeasuredLatency` (the smoother: low median of the last 3 rounds, changes over 5 ms logged), whose view, restricted to the fog nodes, is what the
 loop reasons on (`network`), and whose logged changes go into the period's record (`network_log`).
 
 What a round costs is counted: its wall time against the period, and per node the CPU seconds its probes' own
@@ -133,6 +137,9 @@ class LatencyMonitor:
     _last: float | None = None
     _view: tuple[LatencyMap, LatencyMap] | None = None  # (the smoother's view, it restricted to the fog nodes)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _logged: int = 0  # changes already handed to the loop (`network_log`)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     def __post_init__(self) -> None:
         if self.parallel < 1:
@@ -186,8 +193,36 @@ class LatencyMonitor:
             return self._view[1]
 
     def network_log(self, time_s: float) -> tuple[LatencyChange, ...]:
-        """The loop's `network_log` hook: the changes the round at `time_s` logged."""
-        return self.measured.changes_at(time_s)
+        """The loop's `network_log` hook: the changes logged since the loop last asked (by the rounds of its
+        period, the background ones included), each with the time of the round that logged it."""
+        with self._lock:
+            changes = tuple(self.measured.changes[self._logged:])
+            self._logged = len(self.measured.changes)
+            return changes
+
+    def start(self, now: Callable[[], float]) -> None:
+        """Run a round every period on a thread of its own, `now()` giving the controller's clock; a round is
+        skipped when the loop's observation ran one less than half a period before."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+
+        def every_period() -> None:
+            while not self._stop.wait(self.period_s):
+                with self._lock:
+                    t = now()
+                    if self._last is None or t >= self._last + 0.5 * self.period_s:
+                        self.probe_round(t)
+
+        self._thread = threading.Thread(target=every_period, name="gesscale-latency-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the rounds of `start` (the round under way completes)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * self.period_s + 30.0)
+            self._thread = None
 
     def summary(self) -> dict[str, Any]:
         """The monitor in the run's report: rounds, their wall time against the period, the CPU share of each

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,34 @@ def test_the_probe_reads_the_replies_and_its_own_cpu_and_reaps_its_process() -> 
     assert (res.sent, res.rtt_ms, res.error) == (3, None, "")  # no reply: unreachable, not a failed probe
     failed = _CannedPinger("", code=2)(Probe("fog1", "site"))
     assert failed.sent == 0 and failed.error == "the probe did not run (exit 2)"
+
+
+def test_rounds_go_on_every_period_while_the_loop_is_blocked_and_their_changes_reach_it_once() -> None:
+    # A reconfiguration blocks the loop for several periods; the links degrade meanwhile. The background rounds
+    # (`start`) detect it, and the loop's next observation sees the degraded view and logs the change once.
+    net = FakeNetwork()
+    clock = {"t": 10.0}
+    monitor = LatencyMonitor(MeasuredLatency(PRIOR, "measured"), list(FOG), SITE, net, dict.fromkeys(FOG, 0.25), 0.05,
+                             parallel=4)
+    monitor.network(10.0)  # the loop's observation at 10 s, then it blocks (no call for a while)
+    net.extra = {frozenset(("n1", p)): 60.0 for p in [*FOG, SITE] if p != "n1"}
+
+    def now() -> float:
+        clock["t"] += 0.05  # the controller's clock advances a period per background round
+        return clock["t"]
+
+    monitor.start(now)
+    deadline = time.monotonic() + 5
+    while len(monitor.rounds) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    monitor.stop()
+    assert len(monitor.rounds) >= 4  # rounds without the loop asking
+    rounds_then = len(monitor.rounds)
+    time.sleep(0.15)
+    assert len(monitor.rounds) == rounds_then  # stopped
+    view = monitor.network(clock["t"] + 0.01)  # the loop observes again: the change is already in its view
+    assert view.rtt("n1", "n2") == pytest.approx(62.1)
+    logged = monitor.network_log(clock["t"])
+    assert {(c.a, c.b) for c in logged} == {("n1", p) for p in [*FOG[1:], SITE]}
+    assert all(10.0 < c.time_s <= clock["t"] for c in logged)  # logged at the background round's time
+    assert monitor.network_log(clock["t"] + 1) == ()  # handed over once

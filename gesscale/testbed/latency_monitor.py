@@ -1,16 +1,16 @@
-"""The live measured latency map: every control period, probe the links the placement depends on, smooth, and give
-the control loop its view of the network (issue 32, point 3; docs/events.md, "What the controller sees").
+"""The live measured latency map: every control period, probe the links the placement depends on, smooth, and give the
+control loop its view of the network (issue 32, point 3; docs/events.md, "What the controller sees").
 
-`LatencyMonitor` runs one round of probes per control period: each fog node to the site (the broker and the
-driver) and each pair of fog nodes once, at most `parallel` at a time. Rounds run on their own clock (`start`:
-a thread, one round every period), not only at the loop's observations: a reconfiguration blocks the loop for
-40-60 s on the testbed, and a link that degrades meanwhile must be known when the loop observes again (issue
-32's live check: with rounds at observations only, fog1's +60 ms links were detected 114 s after the change,
-two blocked scale-ups later). The loop's observation runs a round too when the last is older than half a period.
-A probe is a few pings from inside the source node's groups through the delay engine
-(`gesscale.testbed.wan_measure.GroupPinger`), never a read of the engine's table. Each round feeds
-`gesscale.measured_latency.MeasuredLatency` (the smoother: low median of the last 3 rounds, changes over 5 ms logged), whose view, restricted to the fog nodes, is what the
-loop reasons on (`network`), and whose logged changes go into the period's record (`network_log`).
+`LatencyMonitor` runs one round of probes per control period: each fog node to the site (the broker and the driver)
+and each pair of fog nodes once, at most `parallel` at a time. Rounds run on their own clock (`start`: a thread,
+one round every period), not only at the loop's observations: a reconfiguration blocks the loop for 40-60 s on the
+testbed, and a link that degrades meanwhile must be known when the loop observes again (issue 32's live check: with
+rounds at observations only, fog1's +60 ms links were detected 114 s after the change, two blocked scale-ups
+later). The loop's observation runs a round too when the last is older than half a period. A probe is a few pings
+from inside the source node's groups through the delay engine (`gesscale.testbed.wan_measure.GroupPinger`), never a
+read of the engine's table. Each round feeds `gesscale.measured_latency.MeasuredLatency` (the smoother: low median
+of the last 3 rounds, changes over 5 ms logged), whose view, restricted to the fog nodes, is what the loop reasons
+on (`network`), and whose logged changes go into the period's record (`network_log`).
 
 What a round costs is counted: its wall time against the period, and per node the CPU seconds its probes' own
 processes used (their rusage) against the node's budget over the period (cores x period), since the probes run

@@ -127,7 +127,10 @@ class SimBackend(Backend):
             self._states = self.schedule.states(0)
             self._down = self.schedule.down_pairs(0)
             names = [n for n in names if self._states.get(n, UP) == UP]
-        start = placement.grow(self.graph, [], names, scenario.truth.initial_replicas)
+        # the scenario's first nodes (a twin's: the live run's), those up at t = 0, completed as a scale-up would
+        start = [n for n in scenario.truth.initial_nodes or () if n in names]
+        start += placement.grow(self.graph, start, [n for n in names if n not in start],
+                                scenario.truth.initial_replicas - len(start))
         self._set_nodes(tuple(start))
         if self._events:
             self._next_event = self._event_after(0)

@@ -6,10 +6,12 @@ degradation or crash at the same instant of the run; the simulator then makes th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from gesscale.errors import UserError
 from gesscale.latency_map import event_entries, load_latency_map, read_events
 from gesscale.scenario import scenario_from_dict
 from gesscale.simulate import run_once
@@ -136,3 +138,18 @@ def test_fog1_crashed_at_90s_is_replaced_at_the_next_period() -> None:
     assert applied[0].observation.lost == ("fog1",) and applied[0].observation.time_s == 100
     assert applied[0].reconfiguration.kind == "up" and applied[0].reconfiguration.reason.startswith("replace")
     assert "fog1" not in applied[0].reconfiguration.added
+
+
+@pytest.mark.parametrize("nodes, message", [
+    (["fog1", "zz"], "'initial_nodes' names unknown node 'zz'"),
+    (["fog1", "fog1"], "'initial_nodes' lists a node twice"),
+    (["fog1"], "'initial_nodes' has 1 node(s), initial_replicas is 2"),
+    ("fog1", "'initial_nodes' must be a non-empty list of node names, got 'fog1'")])
+def test_a_bad_list_of_first_nodes_is_one_line_naming_the_key(nodes: object, message: str) -> None:
+    doc = {"name": "x", "cluster": {"latency_map": str(ROOT / "inventory/latency/rhine6.yaml")},
+           "operator": {"initial_replicas": 2, "initial_nodes": nodes},
+           "workload": {"kind": "steps", "levels": [10], "step_s": 60}}
+    with pytest.raises(UserError, match=re.escape(message)):
+        scenario_from_dict(doc, "sc.yaml")
+    assert scenario_from_dict({**doc, "operator": {"initial_replicas": 2, "initial_nodes": ["fog5", "fog6"]}},
+                              "sc.yaml").truth.initial_nodes == ("fog5", "fog6")

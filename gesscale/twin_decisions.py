@@ -109,6 +109,11 @@ def _what(d: Decision) -> str:
     return f" ({d.nodes})" if d.nodes else ""
 
 
+def _at(t: float) -> str:
+    """A time as the table shows it (whole seconds of the value to 0.1 s the rows keep)."""
+    return f"{round(t, 1):.0f}"
+
+
 def compare(live: Sequence[Decision], twin: Sequence[Decision], period_s: float,
             tolerance_periods: float = TOLERANCE_PERIODS) -> dict[str, Any]:
     """Each live decision matched with the twin's (same kind, same order, within `tolerance_periods` control
@@ -129,11 +134,11 @@ def compare(live: Sequence[Decision], twin: Sequence[Decision], period_s: float,
         if a is not None and b is None:
             near = min((d for d in twin if d.kind == a.kind), key=lambda d: abs(d.time_s - a.time_s), default=None)
             where = ("the twin made none" if near is None else
-                     f"the twin's nearest {a.kind} at {near.time_s:.0f} s ({near.time_s - a.time_s:+.0f} s)")
-            differences.append(f"live {a.kind} at {a.time_s:.0f} s{_what(a)} not in the twin within "
+                     f"the twin's nearest {a.kind} at {_at(near.time_s)} s ({near.time_s - a.time_s:+.0f} s)")
+            differences.append(f"live {a.kind} at {_at(a.time_s)} s{_what(a)} not in the twin within "
                                f"±{tolerance:g} s in order: {where}")
         elif b is not None and a is None:
-            differences.append(f"twin {b.kind} at {b.time_s:.0f} s{_what(b)}: the run made none")
+            differences.append(f"twin {b.kind} at {_at(b.time_s)} s{_what(b)}: the run made none")
     matched = sum(1 for r in rows if r["status"] == "same")
     return {"period_s": period_s, "tolerance_s": tolerance, "live": len(live), "twin": len(twin),
             "matched": matched, "same": matched == len(live) == len(twin), "rows": rows,

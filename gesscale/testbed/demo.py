@@ -352,7 +352,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start,
                      latency, period_latency, seed=config.seed, arrivals=arrivals,
                      twin_network={"events": entries, "events_t0_s": events_t0_s,
-                                   "latency_source": config.latency_source, "min_replicas": min(config.min_replicas, opts.nodes),
+                                   "latency_source": config.latency_source,
+                                   "min_replicas": min(config.min_replicas, opts.nodes),
                                    "max_replicas": min(config.max_replicas, opts.nodes)})
     report["load"] = load
     report["network"] = network

@@ -153,3 +153,23 @@ def test_a_bad_list_of_first_nodes_is_one_line_naming_the_key(nodes: object, mes
         scenario_from_dict(doc, "sc.yaml")
     assert scenario_from_dict({**doc, "operator": {"initial_replicas": 2, "initial_nodes": ["fog5", "fog6"]}},
                               "sc.yaml").truth.initial_nodes == ("fog5", "fog6")
+
+
+def test_a_run_started_below_its_minimum_has_a_twin_that_starts_there_and_scales_up_at_its_first_period() -> None:
+    # the demo starts its job on one executor (fog1) whatever --min-replicas says; its loop adds one at once
+    run = LIVE_TABLE3["runs"]["thr-nlunaware-b1"]
+    scenario, _ = build_twin(run["periods"], run["reconfigurations"], run["model"], RHINE6.to_dict(), 4,
+                             run["warmup_s"], run["control_period_s"], run["arrivals"], min_replicas=2)
+    assert scenario["operator"]["initial_replicas"] == 1 and scenario["operator"]["initial_nodes"] == ["fog1"]
+    assert scenario["cluster"]["min_replicas"] == 2 and scenario["cluster"]["max_replicas"] == 4
+    sim = run_once(scenario_from_dict(scenario, "twin"), "thr-nlunaware", seed=1, keep_history=True)
+    first = sim.history[0]
+    assert first.observation.replicas == ("fog1",) and first.applied and first.reconfiguration.kind == "up"
+    # a run that started within its bounds keeps the simulator's own first placement, as before
+    scenario, _ = build_twin(run["periods"], run["reconfigurations"], run["model"], RHINE6.to_dict(), 4,
+                             run["warmup_s"], run["control_period_s"], run["arrivals"])
+    assert "initial_nodes" not in scenario["operator"] and scenario["operator"]["initial_replicas"] == 1
+    # a count alone below the minimum is still a mistake
+    with pytest.raises(UserError, match=re.escape("operator.initial_replicas (1) outside [min_replicas, "
+                                                  "max_replicas] = [2, 4]")):
+        scenario_from_dict({**scenario, "cluster": {**scenario["cluster"], "min_replicas": 2}}, "sc.yaml")

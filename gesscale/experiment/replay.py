@@ -256,7 +256,7 @@ def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
     scenario, measured = build_twin(report["periods"], report["reconfigurations"], report.get("model"),
                                     cluster.get("latency_map") or {}, int(cluster.get("max_replicas") or 1),
                                     recorded.get("warmup_s"), float(period), report.get("arrivals"),
-                                    **run_network(report))
+                                    min_replicas=int(cluster.get("min_replicas") or 1), **run_network(report))
     return scenario, measured, observed(report["periods"], len(report["reconfigurations"]), report.get("latency"))
 
 

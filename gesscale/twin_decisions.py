@@ -164,7 +164,7 @@ def decision_cells(result: Mapping[str, Any]) -> tuple[tuple[str, ...], list[tup
         return "–" if v is None else f"{v:.0f}"
 
     cells = [(t(r["live_s"]), r["live"] or "–", t(r["twin_s"]), r["twin"] or "–",
-              "–" if r["dt_s"] is None else f"{r['dt_s']:+.0f}",
+              "–" if r["dt_s"] is None else f"{r['dt_s']:+.0f}" if round(r["dt_s"]) else "0",
               {"same": "same", "missing": "not in twin", "extra": "not live"}[r["status"]])
              for r in result["rows"]]
     return header, cells

@@ -173,3 +173,24 @@ def test_a_run_started_below_its_minimum_has_a_twin_that_starts_there_and_scales
     with pytest.raises(UserError, match=re.escape("operator.initial_replicas (1) outside [min_replicas, "
                                                   "max_replicas] = [2, 4]")):
         scenario_from_dict({**scenario, "cluster": {**scenario["cluster"], "min_replicas": 2}}, "sc.yaml")
+
+
+def test_a_degradation_during_a_changes_observation_gap_is_measured_by_the_rounds_inside_it() -> None:
+    # as the live monitor's rounds run on their own thread while a scale-up blocks the loop (50 s here), the
+    # simulator probes every period inside the gap: fog1's links, 60 ms slower at 20 s, are logged by the round at
+    # 40 s (the second sample of the new value), handed to the loop at its next observation (60 s), which moves
+    sc = scenario_from_dict({
+        "name": "gap", "control_period_s": 10, "warmup_s": 10,
+        "cluster": {"latency_map": str(ROOT / "inventory/latency/rhine6.yaml"), "max_replicas": 4},
+        "operator": {"alpha": 400.0, "beta": 0.9, "gamma": 1.0, "noise": 0.0, "reconfig_pause_s": 5,
+                     "initial_replicas": 1, "initial_nodes": ["fog1"],
+                     "reconfig": {"up": {"effective_s": 40, "pause_s": 5, "observation_gap_s": 50}}},
+        "workload": {"kind": "steps", "levels": [500] * 30, "step_s": 10},
+        "controller": {"latency_source": "measured"}, "events": [{"t_s": 20, "node": "fog1", "add_rtt_ms": 60}]})
+    run = run_once(sc, "gesscale", seed=1, keep_history=True)
+    up, after = run.history[0], run.history[1]
+    assert up.observation.time_s == 10 and up.reconfiguration.kind == "up"
+    assert after.observation.time_s == 60 and {(c.a, c.b, c.time_s) for c in after.network_changes} >= {
+        ("fog1", "fog2", 40.0), ("fog1", "fog3", 40.0)}
+    assert after.reconfiguration.kind == "move" and after.reconfiguration.removed == ("fog1",)
+    assert [c for h in run.history for c in h.network_changes] == run.latency_changes  # each handed out once

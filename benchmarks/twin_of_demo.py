@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gesscale.fidelity import fidelity_rows, observed, predicted
+from gesscale.fidelity import fidelity_rows, observed, predicted, scale_changes
 from gesscale.latency_map import event_entries, latency_map_from_dict, read_events
 from gesscale.report import simulated_latency, summary
 from gesscale.scenario import scenario_from_dict
@@ -65,7 +65,7 @@ def main() -> None:
     sc = scenario_from_dict(scenario, TWIN_NAME)
     runs = [run_once(sc, policy, seed, keep_history=True) for seed in range(1, args.seeds + 1)]
     twin = predicted(summary({policy: runs})[policy], simulated_latency({policy: runs})["by_policy"].get(policy), runs)
-    live = observed(report["periods"], len(report["reconfigurations"]), report.get("latency"))
+    live = observed(report["periods"], scale_changes(report["reconfigurations"]), report.get("latency"))
     for row in fidelity_rows(live, twin):
         print(f"  {row['figure']:18s} live {row['live']}  twin {row['twin']}  within {row['within']}")
     result = compare_seeds(report["reconfigurations"], {r.seed: r.history for r in runs}, measured["zero_s"],

@@ -244,7 +244,7 @@ def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
     run. With its demo report, the twin is built again from the measurements the report holds (periods, each
     change's timing, the MST points; `gesscale.twin`), on the map, bounds and warm-up of the recorded scenario;
     without one, the recorded scenario is run as it is, and the live figures are those of `live` (no excess)."""
-    from gesscale.fidelity import observed
+    from gesscale.fidelity import observed, scale_changes
     from gesscale.twin import build_twin, run_network
 
     if report is None:
@@ -257,7 +257,8 @@ def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
                                     cluster.get("latency_map") or {}, int(cluster.get("max_replicas") or 1),
                                     recorded.get("warmup_s"), float(period), report.get("arrivals"),
                                     min_replicas=int(cluster.get("min_replicas") or 1), **run_network(report))
-    return scenario, measured, observed(report["periods"], len(report["reconfigurations"]), report.get("latency"))
+    return scenario, measured, observed(report["periods"], scale_changes(report["reconfigurations"]),
+                                         report.get("latency"))
 
 
 def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: int = 3, force: bool = False,

@@ -478,7 +478,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     run: `gesscale.fidelity`, its decisions against the run's: `gesscale.twin_decisions`). `twin_network`: the
     run's events, their t = 0 on the controller's clock, its latency source and replica bounds (`build_twin`'s
     keywords; without it, the bounds [1, `opts.nodes`])."""
-    from gesscale.fidelity import fidelity_rows, observed, predicted
+    from gesscale.fidelity import fidelity_rows, observed, predicted, scale_changes
     from gesscale.policies.base import parse_policy_list, policy_ids
     from gesscale.report import simulated_latency, summary
     from gesscale.scenario import scenario_from_dict
@@ -504,7 +504,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
     medians = summary(results)
     fidelity = decisions = None
     if opts.policy in medians:
-        fidelity = fidelity_rows(observed(periods, len(reconfigs), latency),
+        fidelity = fidelity_rows(observed(periods, scale_changes(reconfigs), latency),
                                  predicted(medians[opts.policy], sim_latency.get(opts.policy),
                                            results[opts.policy]))
         decisions = compare_seeds(reconfigs, {r.seed: r.history for r in results[opts.policy]},

@@ -2,7 +2,8 @@
 (docs/experiments.md, "The simulated twin of a live run").
 
 Live, from the periods the loop observed (`gesscale.twin` reads the same periods to build the twin):
-- reconfigurations: the changes carried out;
+- reconfigurations: the scale-ups and scale-downs carried out (`scale_changes`: the moves counted apart, as the
+  simulator counts them);
 - replica-minutes until completion: each period's replicas times the time since the observation before it,
   from the start of the first period until completion (the simulator's `cost`);
 - excess: (completion - end of the input) / length of the input, where the input ends when the input topic's
@@ -90,6 +91,12 @@ def observed_replica_minutes(history: Sequence[Any], input_end_s: float) -> floa
     times = [float(h.observation.time_s) for h in history]
     done = completion_index(times, [float(h.observation.backlog) for h in history], input_end_s)
     return replica_seconds(times[: done + 1], [h.observation.n for h in history[: done + 1]], 0.0) / 60.0
+
+
+def scale_changes(reconfigurations: Sequence[Mapping[str, Any]]) -> int:
+    """A live run's reconfigurations as the simulator counts them: its scale-ups and scale-downs, the moves
+    counted apart (docs/metrics.md), a replacement of lost replicas being a scale-up."""
+    return sum(1 for r in reconfigurations if r.get("kind") != "move")
 
 
 def observed(periods: Sequence[Mapping[str, Any]], reconfigurations: int,

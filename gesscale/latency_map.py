@@ -1168,3 +1168,13 @@ def read_events(path: str | Path) -> list[Any]:
         raise UserError(f"{path}: an events file must be a list of entries {{t_s, event, ...}} (or 'events:' "
                         f"holding one), got {brief(data)}")
     return data
+
+
+def event_entries(raw: Any, lmap: LatencyMap, source: str, key: str = "events") -> list[dict[str, Any]]:
+    """The entries of an events file (`read_events`) or an `events:` list checked against `lmap`'s nodes, in
+    their YAML form with every time and duration in seconds (`LinkChange.to_dict`, `FogEvent.to_dict`), in time
+    order (at equal times, the link changes first): what a record keeps of the events a run was given, and what
+    a simulated twin re-times onto its own clock (`gesscale.twin.twin_events`)."""
+    changes, events = _parse_changes(raw, lmap.nodes, source, key)
+    entries = [*((c.t_s, 0, c.to_dict()) for c in changes), *((e.t_s, 1, e.to_dict()) for e in events)]
+    return [d for _, _, d in sorted(entries, key=lambda x: (x[0], x[1]))]

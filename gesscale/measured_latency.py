@@ -107,6 +107,7 @@ class MeasuredLatency:
         np.fill_diagonal(self.smoothed_ms, 0.0)
         self._logged = prior.array()  # the value last logged per pair (the map's at first)
         self.changes: list[LatencyChange] = []
+        self._handed = 0  # changes handed out by `changes_until`
         self._by_time: dict[float, tuple[LatencyChange, ...]] = {}
         self._base: dict[int, tuple[LatencyMap, np.ndarray]] = {}  # id of a prior in force -> (it, its RTTs)
         self._view: tuple[np.ndarray, LatencyMap] | None = None  # the last derived view and its RTTs
@@ -142,6 +143,14 @@ class MeasuredLatency:
         self.changes.extend(out)
         if out:
             self._by_time[time_s] = (*self._by_time.get(time_s, ()), *out)
+        return out
+
+    def changes_until(self, time_s: float) -> tuple[LatencyChange, ...]:
+        """The changes logged by the rounds up to `time_s` that were not handed out before, each with the time of
+        its round: the loop's `network_log` (a round may run while a reconfiguration blocks the loop, as the live
+        monitor's do; its changes reach the loop's record at the next observation, once)."""
+        out = tuple(c for c in self.changes[self._handed:] if c.time_s <= time_s)
+        self._handed += len(out)
         return out
 
     def changes_at(self, time_s: float) -> tuple[LatencyChange, ...]:

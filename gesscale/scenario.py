@@ -104,6 +104,10 @@ class GroundTruth:
     cold_start: ColdStart | None = None
     # The CPU a busy operator reports (a twin of a live run); None: the busy fraction, with a noise of CPU_NOISE.
     cpu: CpuShare | None = None
+    # The nodes of the first placement (a twin of a live run with events, or that started below its minimum: where
+    # its replicas were, which an event on a node hits or not); None: the simulator places `initial_replicas` as a
+    # scale-up from nothing would.
+    initial_nodes: tuple[str, ...] | None = None
 
     def timing(self, kind: str) -> ReconfigTiming:
         """The timing of a reconfiguration of `kind` (`up` or `down`)."""
@@ -155,14 +159,14 @@ class Scenario:
 
 # Keys of each part of a scenario file; anything else is a mistake (a misspelled key would leave its default).
 SCENARIO_KEYS = ("name", "control_period_s", "warmup_s", "seed", "cluster", "operator", "workload", "controller",
-                 "policy_options", "after_drain", "input_end_known")
+                 "policy_options", "after_drain", "input_end_known", "events")
 AFTER_DRAIN_KEYS = ("periods", "max_periods")
 # Controller options a scenario may also give at their historical place (top level or under `cluster:`).
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
 CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
 OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo",
-                 "reconfig", "cold_start", "cpu")
+                 "reconfig", "cold_start", "cpu", "initial_nodes")
 COLD_START_KEYS = ("seconds", "rate")
 CPU_KEYS = ("share", "exponent", "noise")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
@@ -245,6 +249,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         reconfig=_reconfig(op, w_op, pause_s),
         cold_start=_cold_start(op.get("cold_start"), w_op),
         cpu=_cpu(op.get("cpu"), w_op),
+        initial_nodes=_initial_nodes(op, lmap, w_op),
     )
     workload = data.get("workload")
     if workload is None:
@@ -280,6 +285,9 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         after_drain=_after_drain(data.get("after_drain"), where),
         input_end_known=_flag(data, "input_end_known", True, where),
     )
+    # What happens to the fog (docs/events.md), as `--events FILE`: the truth the simulated fog follows, not the
+    # operator's map (a simulated twin carries its live run's events here: gesscale.twin)
+    sc = with_events(sc, data.get("events"), where)
     controller = _controller_section(data, where)
     return with_controller(sc, controller, f"{where}: controller") if controller else _checked(sc, where)
 
@@ -364,6 +372,24 @@ def _cold_start(section: Any, where: str) -> ColdStart | None:
     return ColdStart(seconds=int(seconds), rate=float(rate))
 
 
+def _initial_nodes(op: Mapping[str, Any], lmap: LatencyMap, where: str) -> tuple[str, ...] | None:
+    """operator.initial_nodes: distinct nodes of the map, as many as `initial_replicas` (default 2)."""
+    value = op.get("initial_nodes")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(n, str) for n in value):
+        raise UserError(f"{where}: 'initial_nodes' must be a non-empty list of node names, got {brief(value)}")
+    unknown = [n for n in value if n not in lmap.nodes]
+    if unknown:
+        raise UserError(f"{where}: 'initial_nodes' names unknown node {unknown[0]!r}")
+    if len(set(value)) != len(value):
+        raise UserError(f"{where}: 'initial_nodes' lists a node twice")
+    if len(value) != op.get("initial_replicas", 2):
+        raise UserError(f"{where}: 'initial_nodes' has {len(value)} node(s), initial_replicas is "
+                        f"{op.get('initial_replicas', 2)}")
+    return tuple(value)
+
+
 def _cpu(section: Any, where: str) -> CpuShare | None:
     """operator.cpu: `share` in (0, 1e3], `exponent` in [-4, 4], `noise` in [0, 1)."""
     if section is None:
@@ -428,7 +454,10 @@ def _checked(sc: Scenario, where: str) -> Scenario:
         raise UserError(f"{where}: cluster.max_replicas ({max_r}) < min_replicas ({min_r})")
     if max_r > n_nodes:
         raise UserError(f"{where}: cluster.max_replicas ({max_r}) exceeds the {n_nodes} nodes of the map")
-    if not min_r <= sc.truth.initial_replicas <= max_r:
+    # A first placement given node by node is a fact of a run (a twin's: the demo starts its job on one executor
+    # whatever --min-replicas says, and the loop adds the others at its first period), so it may be below the
+    # minimum; a count alone below it is a mistake.
+    if not (1 if sc.truth.initial_nodes else min_r) <= sc.truth.initial_replicas <= max_r:
         raise UserError(f"{where}: operator.initial_replicas ({sc.truth.initial_replicas}) outside "
                         f"[min_replicas, max_replicas] = [{min_r}, {max_r}]")
     try:

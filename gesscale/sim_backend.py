@@ -45,7 +45,8 @@ this runs and a run is what it was before events existed.
 What the controller sees of the network (`--latency-source`, docs/events.md): with a `MeasuredLatency`, the
 backend probes every pair at the end of each observed period, noiselessly: the mean RTT in force in the
 period's last second (the map with its changes and the events' link entries: the truth), and feeds the smoother
-the loop reads. Without it (`map`), nothing is measured.
+the loop reads; through an observation longer than a period (a change's observation gap), every period too, as
+the live monitor's rounds run while a reconfiguration blocks the loop. Without it (`map`), nothing is measured.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ class SimBackend(Backend):
     def __init__(self, scenario: Scenario, seed: int | None = None, drain_limit: float = 1.0,
                  measured: MeasuredLatency | None = None) -> None:
         self.scenario = scenario
-        # The controller's measured view (`--latency-source measured|both`): fed the true RTTs at the end of every
-        # observed period (module docstring).
+        # The controller's measured view (`--latency-source measured|both`): fed the true RTTs every control
+        # period (module docstring).
         self.measured = measured
         self._probed: tuple[LatencyMap, np.ndarray] | None = None
         self.seed = scenario.seed if seed is None else seed
@@ -127,7 +128,10 @@ class SimBackend(Backend):
             self._states = self.schedule.states(0)
             self._down = self.schedule.down_pairs(0)
             names = [n for n in names if self._states.get(n, UP) == UP]
-        start = placement.grow(self.graph, [], names, scenario.truth.initial_replicas)
+        # the scenario's first nodes (a twin's: the live run's), those up at t = 0, completed as a scale-up would
+        start = [n for n in scenario.truth.initial_nodes or () if n in names]
+        start += placement.grow(self.graph, start, [n for n in names if n not in start],
+                                scenario.truth.initial_replicas - len(start))
         self._set_nodes(tuple(start))
         if self._events:
             self._next_event = self._event_after(0)
@@ -315,6 +319,12 @@ class SimBackend(Backend):
             proc_sum += done
         self.backlog, self.pause_left, self.serve_left, self.t = backlog, pause_left, serve_left, t1
         if self.measured is not None:
+            # a round of probes every control period, also through an observation longer than one (a change's
+            # observation gap), as the live monitor's rounds run on a thread of their own and skip a round within
+            # half a period of the observation's; the last one at the observation
+            for r in range(t0 + self.period, t1, self.period):
+                if t1 - r >= self.period / 2:
+                    self.measured.add(float(r), self._rtts_at(r - 1))
             self.measured.add(float(t1), self._true_rtts())
         span = max(1, t1 - max(t0, observed_from))
         cpu_mean = cpu_sum / span
@@ -342,6 +352,13 @@ class SimBackend(Backend):
         each pair (no jitter, loss or partition: those reach the controller as lost replicas and cordoned nodes)."""
         if self._probed is None or self._probed[0] is not self.network:
             self._probed = (self.network, self.network.array())
+        return self._probed[1]
+
+    def _rtts_at(self, t: int) -> np.ndarray:
+        """The RTTs in force at second `t` (as `_true_rtts`), for a round of probes inside a long observation."""
+        lmap = self.lmap.at(float(max(0, t)))
+        if self._probed is None or self._probed[0] is not lmap:
+            self._probed = (lmap, lmap.array())
         return self._probed[1]
 
     def _take_lost(self) -> tuple[str, ...]:

@@ -110,8 +110,9 @@ class NetworkView:
 
     @property
     def log(self) -> Callable[[float], tuple[LatencyChange, ...]] | None:
-        """The changes the measured view logged at a time (`ControlLoop(network_log=...)`); None for `map`."""
-        return self.measured.changes_at if self.measured is not None else None
+        """The changes the measured view logged since the loop last asked (`ControlLoop(network_log=...)`:
+        `MeasuredLatency.changes_until`); None for `map`."""
+        return self.measured.changes_until if self.measured is not None else None
 
 
 def network_view(scenario: Scenario, source: str) -> NetworkView:

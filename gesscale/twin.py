@@ -23,6 +23,11 @@ a period's decision, not a change's reason, nodes or decision time. It reads wha
   fit far below it (an MST point taken in the cold first period) gives way to;
 - the CPU the busy periods reported at each size (`operator.cpu`), the signal the threshold policies read.
 
+What happened to the fog during the run is no decision either: the run's events (`--events FILE`: link changes,
+partitions, flaps, crashes, leaves, joins, churn; docs/events.md) go into the twin's `events:` re-timed onto the
+twin's clock (`twin_events`), and the network its controller saw (`latency_source`) into `controller:`, so that
+the twin's controller meets the same degradation or crash at the same instant of the run.
+
 Per direction (up, down), the medians of the effective delays (per node added or removed), pauses and gaps
 become the scenario's `operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays
 (`gesscale.sim_backend`). The twin ends as a demo run ends (`after_drain`, `gesscale.run_end`) and its controller
@@ -274,48 +279,130 @@ def operator_of(model: Mapping[str, Any] | None, periods: Sequence[Mapping[str, 
     return {"form": "paper", "alpha": max(best, 1.0), "beta": 1.0, "gamma": 0.0, "delta": 0.0}
 
 
+def _shortened(entry: dict[str, Any], key: str, by: float) -> bool:
+    """Take `by` seconds off the entry's `key` (absent: unbounded, kept); False when nothing of it is left."""
+    if entry.get(key) is None:
+        return True
+    entry[key] = round(float(entry[key]) - by, 3)
+    return entry[key] > 0
+
+
+def twin_events(entries: Sequence[Mapping[str, Any]], shift_s: float,
+                nodes: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The run's events (entries in their YAML form, every time in seconds: `gesscale.latency_map.event_entries`)
+    on the twin's clock: each `t_s` plus `shift_s` (the run's t = 0 less the twin's, both on the periods' clock).
+    An entry that would start before the twin does starts at its t = 0 with what is left of it: a link change in
+    force from the start, a partition's, crash's or churn's `duration_s` and a leave's `drain_s` shortened (gone
+    when nothing is left), a flap moved on by whole periods so that its phase is kept. With `nodes` (the twin's
+    map), the entries naming another node are left out, as the testbed leaves out the events of nodes it does
+    not run."""
+    kept = set(nodes) if nodes is not None else None
+    out = []
+    for raw in entries:
+        entry = dict(raw)
+        named = [entry.get("node"), *(entry.get("pair") or []), *(entry.get("nodes") or []),
+                 *(n for p in entry.get("pairs") or [] for n in p), *(n for g in entry.get("groups") or [] for n in g)]
+        if kept is not None and any(n is not None and n not in kept for n in named):
+            continue
+        t = float(entry["t_s"]) + shift_s
+        if t < 0:
+            early = -t
+            if entry.get("event") == "flap":
+                early = math.ceil(early / float(entry["period_s"])) * float(entry["period_s"])
+            if not _shortened(entry, "duration_s", early):
+                continue
+            if entry.get("event") == "leave" and not _shortened(entry, "drain_s", early):
+                entry["drain_s"] = 0.0
+            t = t + early if entry.get("event") == "flap" else 0.0
+        entry["t_s"] = round(t, 3)
+        out.append(entry)
+    return sorted(out, key=lambda e: e["t_s"])
+
+
+def run_network(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What a demo report says happened to the fog and what its controller saw (`build_twin`'s keywords):
+    `network.events.entries` (every entry of `--events FILE` since this was written; before, its fog events
+    only, without its link changes), their t = 0 on the controller's clock (`network.t0_unix` - the testbed's
+    `testbed_t0_unix`: the day's start in the demo) and the controller's `latency_source` (default `map`)."""
+    network = report.get("network") or {}
+    entries = list((network.get("events") or {}).get("entries") or [])
+    t0, base = network.get("t0_unix"), network.get("testbed_t0_unix")
+    source = ((report.get("options") or {}).get("controller") or {}).get("latency_source") or "map"
+    return {"events": entries, "events_t0_s": float(t0) - float(base) if t0 is not None and base is not None else 0.0,
+            "latency_source": source}
+
+
 def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[Mapping[str, Any]],
                model: Mapping[str, Any] | None, latency_map: Mapping[str, Any] | str, max_replicas: int,
                warmup_s: float | None, fallback_period_s: float,
-               arrivals: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+               arrivals: Mapping[str, Any] | None = None, *, events: Sequence[Mapping[str, Any]] = (),
+               events_t0_s: float = 0.0, latency_source: str = "map",
+               min_replicas: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
     """The twin's scenario (a dict for `scenario_from_dict`) and what it was built from (`measured`): the
     achieved period (`fallback_period_s`, the configured one, with fewer than two observations), each change's
     measured timing and their medians per direction, the input per second, the MST fit. `latency_map` is the
     run's map as a dict (`LatencyMap.to_dict`, or the file a recorded scenario named). With `arrivals` (the
     input records' append times counted per second, `arrivals_per_second`) the input follows them second by
-    second; without, the end offsets at the observations, spread evenly between them."""
+    second; without, the end offsets at the observations, spread evenly between them. `events` are the run's
+    events (`gesscale.latency_map.event_entries`) on the run's clock, whose t = 0 is `events_t0_s` on the
+    periods' clock (the demo: the day's start); `latency_source` is what the run's controller saw of the
+    network (`map`, `measured`, `both`); `min_replicas` and `max_replicas` its bounds."""
     changes = measured_changes(periods, reconfigurations)
     period = achieved_period(periods, changes) or fallback_period_s
     timing = timing_by_kind(changes)
     t0, rates = input_per_second(periods)
+    # The twin's t = 0 on the periods' clock (the controller's: the testbed's start): its workload's first
+    # second. The input's append times are counted in whole seconds of that clock, from floor(t0).
+    zero = t0
     source = "input topic end offsets at the observations"
     if arrivals and arrivals.get("counts"):
         rates, source = arrivals_per_second(arrivals, t0), "input records' append times, per second"
+        zero = float(math.floor(t0))
+    names = list((latency_map.get("nodes") or {}) if isinstance(latency_map, Mapping) else ()) or None
+    # The events' clock (t = 0: the run's, `events_t0_s` on the periods' clock) moved onto the twin's (t = 0:
+    # `zero` on the periods' clock): an event at the run's t happens at t + events_t0_s - zero in the twin.
+    shift = float(events_t0_s) - zero
+    on_twin = twin_events(events, shift, names)
     pauses = [c.pause_s for c in changes]
     first_n = _n(periods[0]) if periods else None
+    first_nodes = [str(n) for n in (periods[0].get("replicas") or [])] if periods else []
+    # Where the run's replicas were at its first observation, when it matters: an event may hit a node, or the run
+    # started below its minimum (the demo starts its job on one executor; the loop adds the others at its first
+    # period, a decision the twin must make too). Otherwise the twin keeps the simulator's own first placement,
+    # with which the twins' figures of docs/experiments.md were measured.
+    if not (names and first_nodes and all(n in names for n in first_nodes) and len(first_nodes) <= max_replicas
+            and (on_twin or len(first_nodes) < min_replicas)):
+        first_nodes = []
     cold = cold_start_of(periods)
     cpu = cpu_share_of(periods)
     operator = {**operator_of(model, periods, changes), "noise": relative_noise(model),
                 **({"cold_start": cold} if cold else {}), **({"cpu": cpu} if cpu else {}),
                 "reconfig_pause_s": float(statistics.mean(pauses)) if pauses else 0.0,
-                "initial_replicas": max(1, min(first_n or 1, max_replicas)),
+                "initial_replicas": len(first_nodes) or max(min_replicas, min(first_n or 1, max_replicas)),
+                **({"initial_nodes": first_nodes} if first_nodes else {}),
                 **({"reconfig": timing} if timing else {})}
     scenario = {
         "name": TWIN_NAME,
         "control_period_s": max(1.0, round(period, 3)),
         **({"warmup_s": warmup_s} if warmup_s is not None else {}),
         "cluster": {"latency_map": latency_map if isinstance(latency_map, str) else dict(latency_map),
-                    "min_replicas": 1, "max_replicas": max_replicas},
+                    "min_replicas": min_replicas, "max_replicas": max_replicas},
         "operator": operator,
         "workload": {"kind": "steps", "levels": rates or [0.0], "step_s": 1},
         "after_drain": AfterDrain().to_dict(),  # the demo's end of a run (gesscale.run_end)
         "input_end_known": False,  # the live loop is not told when the input ends
         "seed": 1,
+        **({"events": on_twin} if on_twin else {}),
+        **({"controller": {"latency_source": latency_source}} if latency_source != "map" else {}),
     }
     measured = {"control_period_s": round(period, 3), "periods": len(periods),
                 "changes": [c.to_dict() for c in changes], "by_kind": timing,
                 "input": {"t0_s": round(t0, 3), "seconds": len(rates), "records": round(sum(rates)),
                           "source": source},
+                "zero_s": round(zero, 3),  # the twin's t = 0 on the periods' clock
+                **({"events": {"run_t0_s": round(float(events_t0_s), 3), "shift_s": round(shift, 3),
+                               "given": len(events), "carried": len(on_twin)}} if events else {}),
+                "latency_source": latency_source,
                 "mst_points": len((model or {}).get("measurements") or []),
                 "capacity_shown": round(shown_capacity(periods, changes), 3),
                 "mst_fit_used": bool(model and model.get("fitted")

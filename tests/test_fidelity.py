@@ -132,3 +132,11 @@ def test_the_twin_of_a_gesscale_plus_run_starts_cold_and_has_the_capacity_the_ru
     rows = {r["key"]: r for r in fidelity_rows(live, twin)}
     assert twin["reconfigurations"] == 2
     assert rows["replica_minutes"]["within"], rows["replica_minutes"]
+
+
+def test_a_live_move_is_counted_apart_from_the_reconfigurations_as_the_simulator_counts_it() -> None:
+    from gesscale.fidelity import scale_changes
+
+    live = [{"kind": "up", "reason": "steady"}, {"kind": "move", "reason": "move fog1 -> fog6"},
+            {"kind": "up", "reason": "replace 1 lost replica(s) (fog1)"}, {"kind": "down", "reason": "DT=100%"}]
+    assert scale_changes(live) == 3

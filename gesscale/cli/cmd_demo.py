@@ -40,7 +40,7 @@ def _simulated(out: Path, seeds: int, scenario: Path, policies: str) -> None:
 def _print_report(report: dict) -> None:
     from rich.table import Table
 
-    from gesscale.cli.fidelity_table import print_fidelity, twin_summary
+    from gesscale.cli.fidelity_table import print_decisions, print_fidelity, twin_summary
     from gesscale.cli.tables import output_console, print_table
     from gesscale.report import metrics_table
 
@@ -104,6 +104,8 @@ def _print_report(report: dict) -> None:
     print_table(console, metrics_table("simulator on this run's twin (1 seed)", report["simulation"]))
     if report.get("fidelity"):
         print_fidelity(console, report["fidelity"], f"{report['options']['policy']}: twin against the live run")
+    if report.get("twin_decisions"):
+        print_decisions(console, report["twin_decisions"])
     console.print(f"timings (s): {report['timings_s']}")
 
 

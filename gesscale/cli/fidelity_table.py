@@ -11,6 +11,7 @@ from rich.table import Table
 
 from gesscale.cli.tables import print_table
 from gesscale.fidelity import table_cells
+from gesscale.twin_decisions import decision_cells
 
 
 def print_fidelity(console: Console, rows: Sequence[Mapping[str, Any]], title: str) -> None:
@@ -23,6 +24,24 @@ def print_fidelity(console: Console, rows: Sequence[Mapping[str, Any]], title: s
     for row in cells:
         table.add_row(*row)
     print_table(console, table)
+
+
+def print_decisions(console: Console, result: Mapping[str, Any]) -> None:
+    """Print the live run's decisions against its twin's (`gesscale.twin_decisions.compare_seeds`): one table of
+    the first seed (live t, kind, twin t, kind, time apart, verdict), then its differences, one line each."""
+    seed, first = next(iter(result["seeds"].items()), (None, None))
+    if first is None:
+        return
+    header, cells = decision_cells(first)
+    table = Table(title=f"{result['policy']}: decisions live / twin (seed {seed}): {first['matched']} of "
+                        f"{first['live']} the same (±{first['tolerance_s']:g} s); twin {first['twin']}")
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i in (1, 3, 5) else "right")
+    for row in cells:
+        table.add_row(*row)
+    print_table(console, table)
+    for line in first["differences"]:
+        console.print(f"  {line}")
 
 
 def twin_summary(measured: Mapping[str, Any] | None) -> str:

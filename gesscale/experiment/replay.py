@@ -244,8 +244,8 @@ def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
     run. With its demo report, the twin is built again from the measurements the report holds (periods, each
     change's timing, the MST points; `gesscale.twin`), on the map, bounds and warm-up of the recorded scenario;
     without one, the recorded scenario is run as it is, and the live figures are those of `live` (no excess)."""
-    from gesscale.fidelity import observed
-    from gesscale.twin import build_twin
+    from gesscale.fidelity import observed, scale_changes
+    from gesscale.twin import build_twin, run_network
 
     if report is None:
         return recorded, None, {"reconfigurations": live.get("reconfigurations"),
@@ -255,8 +255,10 @@ def twin_of_run(recorded: dict[str, Any], report: dict[str, Any] | None,
     period = (report.get("options") or {}).get("control_period_s") or recorded.get("control_period_s") or 10.0
     scenario, measured = build_twin(report["periods"], report["reconfigurations"], report.get("model"),
                                     cluster.get("latency_map") or {}, int(cluster.get("max_replicas") or 1),
-                                    recorded.get("warmup_s"), float(period), report.get("arrivals"))
-    return scenario, measured, observed(report["periods"], len(report["reconfigurations"]), report.get("latency"))
+                                    recorded.get("warmup_s"), float(period), report.get("arrivals"),
+                                    min_replicas=int(cluster.get("min_replicas") or 1), **run_network(report))
+    return scenario, measured, observed(report["periods"], scale_changes(report["reconfigurations"]),
+                                         report.get("latency"))
 
 
 def replay_live(bundle: Path, extra_policies: Sequence[str], out: Path, seeds: int = 3, force: bool = False,

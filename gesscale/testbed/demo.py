@@ -186,7 +186,7 @@ class Producer:
 def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole demo and return the report (written to `opts.report`)."""
     from gesscale.config import ControllerConfig
-    from gesscale.latency_map import load_latency_map
+    from gesscale.latency_map import event_entries, load_latency_map, read_events
     from gesscale.report import write_json
     from gesscale.run_end import DrainedEnd
     from gesscale.runner import read_reconfigurations
@@ -206,6 +206,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     fog_map, note = fog_events(lmap_all, opts.events, owned=True, wan=opts.wan, command="demo")
     if note is not None:
         print(f"gesscale: warning: {note}", file=sys.stderr)
+    # the events file's entries (link changes too), every time in seconds: the report's record, the twin's events
+    entries = event_entries(read_events(opts.events), lmap_all, str(opts.events)) if opts.events else []
     t_start = time.monotonic()
     out = opts.out.resolve()
     opts.out = out
@@ -239,6 +241,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     network: dict[str, Any] = {"emulated": False}
     pings = ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo-network")
     checked: Future[dict[str, Any]] | None = None
+    events_t0_s = 0.0  # the events' t = 0 (the day's start) on the controller's clock (the periods' time_s)
     try:
         if tb.wan is not None:
             # Pinging every link takes seconds of wall time and almost no CPU: it runs while the job cold-starts.
@@ -286,6 +289,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         backend = LocalBackend(tb.fleet, tb.job, lmap, strategy=opts.strategy,
                                control_period_s=opts.control_period_s, wan=tb.wan,
                                events=node_schedule(fog_map, owned=True, wan=opts.wan))
+        events_t0_s = backend.started_s - tb.fleet.state.t0
         monitor = None
         if config.latency_source != "map":  # the controller sees what it measures (docs/events.md)
             monitor = live_monitor(backend, tb.wan, lmap_all, config.latency_source, config.control_period_s,
@@ -328,7 +332,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             # the controller's clock (periods' time_s) counts from this: unix = testbed_t0_unix + time_s
             network["testbed_t0_unix"] = tb.fleet.state.t0
             if opts.events is not None:
-                network["events"] = {"file": str(opts.events), "entries": [e.to_dict() for e in fog_map.events]}
+                network["events"] = {"file": str(opts.events), "entries": entries}
             if backend.node_events is not None:  # crashes, leaves, joins: when applied, what was lost, replaced
                 network["node_events_applied"] = list(backend.node_events.applied)
                 network["replacements"] = replacement_times(backend.node_events.applied, reconfigs,
@@ -346,7 +350,11 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
         say("tearing the testbed down")
         tb.close()
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start,
-                     latency, period_latency, seed=config.seed, arrivals=arrivals)
+                     latency, period_latency, seed=config.seed, arrivals=arrivals,
+                     twin_network={"events": entries, "events_t0_s": events_t0_s,
+                                   "latency_source": config.latency_source,
+                                   "min_replicas": min(config.min_replicas, opts.nodes),
+                                   "max_replicas": min(config.max_replicas, opts.nodes)})
     report["load"] = load
     report["network"] = network
     write_json(opts.report or out / "report.json", report)
@@ -464,37 +472,43 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
             steps: list[Any], lmap: Any, produced_summary: dict[str, Any], backlog_left: float | None,
             timings: dict[str, float], t_start: float, latency: dict[str, Any] | None = None,
             period_latency: list[dict[str, Any]] | None = None, seed: int = 1,
-            arrivals: dict[str, Any] | None = None) -> dict[str, Any]:
+            arrivals: dict[str, Any] | None = None, twin_network: dict[str, Any] | None = None) -> dict[str, Any]:
     """Plot, build the run's simulated twin, simulate, and assemble the report (each scale-up with the median
     ND_max a random choice would have had: `gesscale.testbed.report.reconfiguration_rows`; the twin against the
-    run: `gesscale.fidelity`)."""
-    from gesscale.fidelity import fidelity_rows, observed, predicted
+    run: `gesscale.fidelity`, its decisions against the run's: `gesscale.twin_decisions`). `twin_network`: the
+    run's events, their t = 0 on the controller's clock, its latency source and replica bounds (`build_twin`'s
+    keywords; without it, the bounds [1, `opts.nodes`])."""
+    from gesscale.fidelity import fidelity_rows, observed, predicted, scale_changes
     from gesscale.policies.base import parse_policy_list, policy_ids
     from gesscale.report import simulated_latency, summary
     from gesscale.scenario import scenario_from_dict
     from gesscale.simulate import simulate_many
     from gesscale.testbed.report import plot_timeline, reconfiguration_rows
     from gesscale.twin import TWIN_NAME, build_twin
+    from gesscale.twin_decisions import compare_seeds
 
     title = f"{opts.policy} ({opts.strategy}) on {opts.nodes} fog nodes, one taxi day in {opts.day_s:.0f} s"
     period_latency = period_latency or []
     png = plot_timeline(steps, reconfigs, model, opts.out / "timeline.png", title, lmap, period_latency, latency)
     periods = [s.observation.to_dict() for s in steps]
-    scen, measured = build_twin(periods, reconfigs, model, lmap.to_dict(), opts.nodes, opts.warmup_s,
-                                opts.control_period_s, arrivals)
+    twin_kw = dict(twin_network or {})
+    scen, measured = build_twin(periods, reconfigs, model, lmap.to_dict(), twin_kw.pop("max_replicas", opts.nodes),
+                                opts.warmup_s, opts.control_period_s, arrivals, **twin_kw)
     policies = parse_policy_list(opts.sim_policies)
     if opts.policy in policy_ids():  # the live policy on its twin: the prediction of this run
         policies = list(dict.fromkeys([opts.policy, *policies]))
     t_sim = time.monotonic()
-    results = simulate_many(scenario_from_dict(scen, TWIN_NAME), policies, 1)
+    results = simulate_many(scenario_from_dict(scen, TWIN_NAME), policies, 1, keep_history_first=True)
     timings["simulate_s"] = time.monotonic() - t_sim
     sim_latency = simulated_latency(results)["by_policy"]
     medians = summary(results)
-    fidelity = None
+    fidelity = decisions = None
     if opts.policy in medians:
-        fidelity = fidelity_rows(observed(periods, len(reconfigs), latency),
+        fidelity = fidelity_rows(observed(periods, scale_changes(reconfigs), latency),
                                  predicted(medians[opts.policy], sim_latency.get(opts.policy),
                                            results[opts.policy]))
+        decisions = compare_seeds(reconfigs, {r.seed: r.history for r in results[opts.policy]},
+                                  measured["zero_s"], opts.control_period_s, opts.policy)
     timings["total_s"] = time.monotonic() - t_start
     return {
         **acc.to_dict(),
@@ -514,6 +528,7 @@ def _finish(opts: DemoOptions, acc: Any, reconfigs: list[dict[str, Any]], model:
         "simulation": medians,
         "simulated_latency": sim_latency,  # the twin's, same keys as `latency`
         "fidelity": fidelity,  # the live policy on its twin against the run (gesscale.fidelity)
+        "twin_decisions": decisions,  # its decisions against the run's (gesscale.twin_decisions)
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.__dict__.items() if k != "listeners"},
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
     }

@@ -123,7 +123,11 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
                                         "down": {"effective_s": 8, "pause_s": 4}}
     if draw(st.booleans()):  # what the controller sees of the network (a choice: hostile values seldom hit one)
         base["controller"] = {"latency_source": draw(st.sampled_from(LATENCY_SOURCES))}
-    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG]))
+    if draw(st.booleans()):  # a twin of a live run with events (gesscale/twin.py): the run's events, first nodes
+        base["events"] = [{"t_s": 60, "event": "crash", "node": "a", "duration_s": 120}]
+        base["operator"]["initial_nodes"] = ["a"]
+    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG,
+                               ("events",), ("operator", "initial_nodes")]))
 
 
 LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")

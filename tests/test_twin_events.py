@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -16,15 +15,8 @@ from gesscale.latency_map import event_entries, load_latency_map, read_events
 from gesscale.scenario import scenario_from_dict
 from gesscale.simulate import run_once
 from gesscale.twin import build_twin, run_network, twin_events
+from tests.test_twin import DATA, LMAP, MODEL, PERIODS, RECONFIGURATIONS, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
-PERIODS = [json.loads(line) for line in (DATA / "live_demo_periods.jsonl").read_text().splitlines()]
-RECONFIGURATIONS = [json.loads(line) for line in (DATA / "live_demo_reconfigurations.jsonl").read_text().splitlines()]
-LMAP = load_latency_map(ROOT / "inventory" / "latency" / "fog9.yaml").subset(["fog1", "fog2", "fog3"])
-MODEL = {"fitted": True, "form": "paper", "alpha": 406.0, "beta": 0.8, "gamma": 1.0, "delta": 0.0,
-         "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 406.0, "predicted": 406.0},
-                          {"n": 2, "nd_max_ms": 8.7, "mst": 690.0, "predicted": 698.0}]}
 LIVE_TABLE3 = json.loads((DATA / "live_table3_runs.json").read_text())
 RHINE6 = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
 

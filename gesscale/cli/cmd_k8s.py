@@ -161,8 +161,9 @@ def run(
         help="live: add/remove executors while the query runs; restart: stop the driver at its checkpoint, relabel, "
              "start it with the new executor count.",
     ),
-    metrics_port: int = typer.Option(None, "--metrics-port", **number_range(*PORT),
-                                     help="Serve the decision metrics on this port."),
+    metrics_port: int = typer.Option(None, "--metrics-port", **number_range(0, PORT[1]),
+                                     help="Serve the decision metrics on this port (0: a free port the system "
+                                     "picks)."),
     state: Path = typer.Option(None, "--state", help="File keeping the policy's learned state across restarts."),
     steps: int = typer.Option(None, "--steps", **number_range(1, MAX_STEPS),
                               help="Stop after this many periods (default: run on)."),

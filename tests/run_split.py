@@ -15,8 +15,10 @@ One service folder runs in the second process after the pure tests (`BESIDE_DIRS
 network namespaces with a network of their own (tests/fleet/netns_fleet.py; the machine-wide fleet lock orders it
 with the docs examples that use a fleet too). Its time goes mostly to Ansible on the controller side, which
 needs no exclusive core; the hosts themselves (sshd, the delay daemons the tests measure) run at normal
-priority whatever the test runner's, as real hosts would. Clean clone, CI form, 91316a1: `fleet` took about
-230 s of the service process's 1714 s.
+priority whatever the test runner's, as real hosts would. Clean clone, CI form: `fleet` took about 230 s of the
+service process's 1714 s at 91316a1; with it beside, the service process took 1606 s at 1bcd96b (the Spark tests
+ran slower beside the fleet's hosts: tests/faults/test_spark.py 134 -> 184 s), the other 655 s, 28 min 41 s in
+all with the bootstrap.
 
 Arguments are pytest's. When they name tests (a path or a node id), one pytest runs them as given: the split is
 for the whole suite. The exit status is the first non-zero of the two (0 when both passed); the pure group's

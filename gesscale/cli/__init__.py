@@ -201,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         print("gesscale: interrupted", file=sys.stderr)
         return 130
     except SystemExit as ex:  # gesscale itself never calls exit inside a command: a plug-in or a query did
+        if isinstance(ex.__context__, BrokenPipeError) or type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+            return 1  # the reader closed the pipe (`gesscale --help | head`): rich's and click's exit 1, no plug-in
         print(f"gesscale: error: code loaded from a file (a policy plug-in or a query) called exit({brief(ex.code)});"
               " it must raise an exception instead", file=sys.stderr)
         return 2

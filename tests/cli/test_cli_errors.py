@@ -11,6 +11,8 @@ test, so a case that got past validation cannot start anything.
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -157,3 +159,16 @@ def test_an_unwritable_output_path_is_one_line(traceback_wanted: bool, tmp_path:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gesscale: error: /proc/gesscale-no: No such file or directory"]
+
+
+def test_help_into_a_reader_that_closed_the_pipe_blames_no_plugin() -> None:
+    # `gesscale --help | head -5`: the reader closes the pipe early; click exits 1 quietly, and gesscale must not
+    # report a plug-in that called exit (the line it printed before).
+    code = ("import os, sys\n"
+            "r, w = os.pipe(); os.close(r)\n"
+            "sys.stdout = os.fdopen(w, 'w')\n"
+            "from gesscale.cli import main\n"
+            "sys.stderr.write(f'code={main([\"--help\"])}\\n')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert "code=1" in done.stderr and "plug-in" not in done.stderr, done.stderr

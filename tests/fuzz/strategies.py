@@ -103,7 +103,11 @@ def mutated(draw: st.DrawFn, base: dict[str, Any], extra_paths: list[tuple[Any, 
 
 
 _RECONFIG = [("operator", "reconfig", kind, key) for kind in ("up", "down")
-             for key in ("effective_s", "pause_s", "observation_gap_s")]
+             for key in ("effective_s", "pause_s", "observation_gap_s", "per_node")]
+# What a live run's twin adds (gesscale/twin.py, docs/scenarios.md): the run's end, its cold start, its CPU share.
+_TWIN = [("after_drain", "periods"), ("after_drain", "max_periods"), ("input_end_known",),
+         ("operator", "cold_start", "seconds"), ("operator", "cold_start", "rate"), ("operator", "cpu", "share"),
+         ("operator", "cpu", "exponent"), ("operator", "cpu", "noise")]
 _CONTROLLER = [("controller", f) for f in ControllerConfig.__dataclass_fields__ if f != "recommend_only"]
 _POLICY_OPTIONS = [("policy_options", "optimal", "bins"), ("policy_options", "optimal", "max_delay_s"),
                    ("policy_options", "keda-lag", "lag_threshold"), ("policy_options", "static", "replicas"),
@@ -119,14 +123,20 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 2)) == 0:  # the map in a file beside the scenario (the YAML test writes map.yaml)
         base["cluster"] = {"latency_map": "map.yaml", "min_replicas": 1, "max_replicas": 3}
     if draw(st.booleans()):  # a twin's measured reconfiguration timing (gesscale/twin.py)
-        base["operator"]["reconfig"] = {"up": {"effective_s": 40, "pause_s": 7, "observation_gap_s": 45},
+        base["operator"]["reconfig"] = {"up": {"effective_s": 40, "pause_s": 7, "observation_gap_s": 45,
+                                               "per_node": True},
                                         "down": {"effective_s": 8, "pause_s": 4}}
+    if draw(st.booleans()):  # the rest of a live run's twin
+        base["after_drain"] = {"periods": 3, "max_periods": 8}
+        base["input_end_known"] = False
+        base["operator"]["cold_start"] = {"seconds": 7, "rate": 10.0}
+        base["operator"]["cpu"] = {"share": 0.9, "exponent": -0.3, "noise": 0.05}
     if draw(st.booleans()):  # what the controller sees of the network (a choice: hostile values seldom hit one)
         base["controller"] = {"latency_source": draw(st.sampled_from(LATENCY_SOURCES))}
     if draw(st.booleans()):  # a twin of a live run with events (gesscale/twin.py): the run's events, first nodes
         base["events"] = [{"t_s": 60, "event": "crash", "node": "a", "duration_s": 120}]
         base["operator"]["initial_nodes"] = ["a"]
-    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG,
+    return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG, *_TWIN,
                                ("events",), ("operator", "initial_nodes")]))
 
 

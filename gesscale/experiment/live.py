@@ -57,12 +57,14 @@ def live_metrics(rows: list[dict[str, Any]], report: dict[str, Any]) -> dict[str
     reconfigurations with their measured pauses, the replicas' cost over time (`gesscale.fidelity.resources`:
     replica-minutes from the input's start until completion, and the time-weighted mean replicas, the
     simulator's `cost` and the twin's), and the peak backlog."""
-    from gesscale.fidelity import resources
+    from gesscale.fidelity import resources, scale_changes
 
     cost = resources(report.get("periods") or [])
+    changes = report.get("reconfigurations", [])
     return {
         **{k: report.get(k) for k in ("produced", "processed", "lost", "duplicated", "unprocessed", "basis")},
-        "reconfigurations": len(report.get("reconfigurations", [])),
+        "reconfigurations": scale_changes(changes),  # scale-ups and downs; the moves apart, as the simulator's
+        "moves": sum(1 for r in changes if r.get("kind") == "move"),
         "pauses_s": [r.get("pause_s") for r in report.get("reconfigurations", [])],
         "avg_replicas": cost["avg_replicas"],
         "replica_minutes": cost["replica_minutes"],

@@ -45,6 +45,12 @@ def test_live_replica_minutes_pay_for_the_time_a_reconfiguration_blocked_the_loo
     assert m["avg_replicas"] == pytest.approx(220.0 / 80.0)  # time-weighted, not the mean of 3 periods (2.33)
 
 
+def test_live_moves_are_counted_apart_from_the_scale_changes() -> None:
+    report = {"reconfigurations": [{"kind": "up"}, {"kind": "move"}, {"kind": "up"}, {"kind": "down"}]}
+    m = live_metrics([], report)
+    assert m["reconfigurations"] == 3 and m["moves"] == 1
+
+
 def test_live_replica_minutes_are_unknown_when_no_observation_saw_the_run_complete() -> None:
     # The run's only change (1 -> 6 at 73 s) outlasted its deadline: the loop ended without observing again, so
     # what the replicas cost after 73 s is unknown, not the first period's 0.12 replica-minutes.

@@ -72,7 +72,20 @@ def main() -> None:
     ap.add_argument("--model-form", default="auto", choices=FORM_CHOICES, help="form of the model fitted")
     ap.add_argument("--repeats", type=int, default=1, help="measure every configuration this many times (the model "
                     "averages repeats; the ratios use their mean)")
+    ap.add_argument("--only", default=None, help="measure only these of the configurations, e.g. fog3+fog1,fog4+fog6 "
+                    "(to measure some again; combine the files with --analyse)")
+    ap.add_argument("--analyse", type=Path, nargs="+", default=None, metavar="PLACEMENT_JSON",
+                    help="measure nothing: fit every form on the measurements of these files (placement.json of "
+                    "earlier runs; a censored search is left out where the same configuration was bounded) and "
+                    "print the leave-one-out errors and each far placement held out")
     args = ap.parse_args()
+    if args.analyse:
+        try:
+            rows = combine_rows([json.loads(f.read_text()) for f in args.analyse])
+        except (OSError, ValueError, KeyError) as err:
+            ap.error(f"--analyse: {err}")
+        print_model_report(rows)
+        return
 
     from gesscale.cli.query_option import checked_query
     from gesscale.errors import UserError
@@ -101,6 +114,15 @@ def main() -> None:
         if "far" in wanted and n in far_at and far != near and far != median:
             kinds[n].append(("far", far))
         configs += [c for _, c in kinds[n] if c not in configs]
+    if args.only:
+        only = {tuple(c.split("+")) for c in args.only.split(",") if c.strip()}
+        if unknown := only - set(configs):
+            ap.error(f"--only: {', '.join('+'.join(c) for c in sorted(unknown))} not among the configurations "
+                     f"({', '.join('+'.join(c) for c in configs)})")
+        configs = [c for c in configs if c in only]
+        kinds = {n: [(k, c) for k, c in ks if c in only] for n, ks in kinds.items()}
+        kinds = {n: ks for n, ks in kinds.items() if ks}
+        counts = [n for n in counts if n in kinds]
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
     opts = LocalCalibrationOptions(run_dir=args.out / "testbed", node_cpu=args.node_cpu, wan=not args.no_wan,
@@ -120,7 +142,8 @@ def main() -> None:
     rows = []
     for n in counts:
         near = kinds[n][0][1]
-        near_mst = sum(r.mst for r in by_nodes[near]) / len(by_nodes[near])
+        near_rs = by_nodes.get(near, [])
+        near_mst = sum(r.mst for r in near_rs) / len(near_rs) if near_rs else 0.0
         for kind, cfg in kinds[n]:
             rs = by_nodes[cfg]
             mean = sum(r.mst for r in rs) / len(rs)
@@ -130,6 +153,7 @@ def main() -> None:
                   f"{'' if ratio is None else f'{ratio:.3f}':>6}")
             rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": rs[0].nd_max_ms,
                          "mst": [r.mst for r in rs], "bounded": [r.bounded for r in rs], "over_near": ratio,
+                         "remeasured_from": [r.remeasured_from for r in rs],
                          "median_random_nd_max_ms": median_random_nd_max(lmap, lmap.names, n, args.seed)})
     doc = {"query": query, "wan": opts.wan, "site": site, "node_cpu": args.node_cpu, "rows": rows,
            "calibration": cal.to_dict(), "timings_s": timings}
@@ -141,7 +165,57 @@ def main() -> None:
         print(f"  leave-one-out {form:<13} median |error| {loo['median_abs']:.1%}, max {loo['max_abs']:.1%}, "
               f"rms {loo['rms']:.1%}")
     print(f"held-out check: {json.dumps(cal.holdout, default=str)}")
+    print_model_report(rows)
     print(f"written {args.out / 'placement.json'}")
+
+
+def combine_rows(docs: list[dict]) -> list[dict]:
+    """The rows of several runs' placement.json, one per configuration: every bounded measurement of it; its
+    censored ones (a lower bound only) are kept only when no run bounded it, and then marked."""
+    by_nodes: dict[tuple[str, ...], dict] = {}
+    for doc in docs:
+        for row in doc["rows"]:
+            key = tuple(row["nodes"])
+            out = by_nodes.setdefault(key, {**row, "mst": [], "bounded": []})
+            out["mst"] += list(row["mst"])
+            out["bounded"] += list(row.get("bounded", [True] * len(row["mst"])))
+    rows = []
+    for row in by_nodes.values():
+        pairs = list(zip(row["mst"], row["bounded"], strict=True))
+        if any(b for _, b in pairs):
+            pairs = [p for p in pairs if p[1]]
+        rows.append({**row, "mst": [m for m, _ in pairs], "bounded": [b for _, b in pairs]})
+    return sorted(rows, key=lambda r: (r["n"], r["nd_max_ms"]))
+
+
+def print_model_report(rows: list[dict]) -> None:
+    """Every form's leave-one-out errors over the configurations of `rows` (repeats averaged), what `auto`
+    chooses, and each far placement held out with all its repeats: fitted on the others (each form, and `auto`
+    choosing among them on the others alone), predicted, compared with its mean measured MST."""
+    from gesscale.model import AUTO, FORMS, Measurement, PerformanceModel
+
+    points = [Measurement(r["n"], r["nd_max_ms"], m) for r in rows for m in r["mst"] if m > 0]
+    censored = sum(1 for r in rows for b in r["bounded"] if not b)
+    print(f"\nmodel forms on {len(rows)} configurations, {len(points)} measurements"
+          f"{f', {censored} censored (a lower bound only)' if censored else ', none censored'}:")
+    auto = PerformanceModel(form=AUTO).fit(points)
+    print(f"  auto: {auto.form_reason_}")
+    for form, loo in auto.loo_errors().items():
+        errs = " ".join(f"{e:+.1%}" for e in loo["errors"])
+        print(f"  {form:<13} leave-one-out median |error| {loo['median_abs']:.1%}, max {loo['max_abs']:.1%}, "
+              f"rms {loo['rms']:.1%}   ({errs})")
+    for row in rows:
+        if row["kind"] != "far" or not row["mst"]:
+            continue
+        measured = sum(row["mst"]) / len(row["mst"])
+        train = [p for p in points if not (p.n == row["n"] and round(p.nd_max_ms, 1) == round(row["nd_max_ms"], 1))]
+        cells = []
+        for form in (AUTO, *FORMS):
+            m = PerformanceModel(form=form).fit(train)
+            err = (m.predict(row["n"], row["nd_max_ms"]) - measured) / measured
+            cells.append(f"{form if form != AUTO else 'auto (' + m.form_ + ')'} {err:+.1%}")
+        print(f"  far n = {row['n']} {'+'.join(row['nodes'])} (ND_max {row['nd_max_ms']:.1f} ms, measured "
+              f"{measured:.0f}/s) held out: " + ", ".join(cells))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -95,6 +95,7 @@ class ProbeResult:
     steps: list[dict[str, float]] = field(default_factory=list)
     upper_bound: float = math.nan  # where the search started (the target's upper bound)
     bounded: bool = True  # False when no tried rate failed: the MST is at least `mst`, how much more is unknown
+    remeasured_from: float | None = None  # the first search never failed and found at least this: measured again
 
     @property
     def machine_limited(self) -> bool:
@@ -111,6 +112,7 @@ class ProbeResult:
         return d
 
 
+CENSORED_TOP_SCALE = 2.0  # a censored search is measured again with its top this many times higher
 INJECTOR_REACH = 0.97  # an injector delivering less than this share of the set rate was starved of CPU
 
 
@@ -142,14 +144,18 @@ def _succeeds(rate: float, window: Window, params: ProbeParams) -> tuple[bool, f
 
 def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
                 params: ProbeParams = ProbeParams(),
-                on_step: Callable[[dict[str, float]], None] | None = None) -> ProbeResult:
+                on_step: Callable[[dict[str, float]], None] | None = None,
+                top_scale: float = 1.0, sustained: float = 0.0) -> ProbeResult:
     """Measure the MST of one configuration by the dichotomous search of the module docstring.
 
-    `on_step` sees each tried rate's entry of the trace as soon as it is judged (progress output).
+    `on_step` sees each tried rate's entry of the trace as soon as it is judged (progress output). A search
+    measured again because it never failed (`calibrate`) passes `top_scale` (the top of the bracket is the
+    target's upper bound times it) and `sustained`, the rate the first search showed sustained: the bracket
+    starts there, so no step is spent below it.
     """
     target.configure(nodes)
-    hi = upper_bound = float(target.upper_bound(nodes))
-    lo = 0.0
+    hi = upper_bound = float(target.upper_bound(nodes)) * top_scale
+    lo = min(max(0.0, sustained), hi)
     # A target that measured where the MST probably is (live: the saturated throughput) lets the search start
     # there: midpoints are taken in [floor, hi], the bracket symmetric around the guess. The floor is never a
     # result (only sustained rates are); once a rate at or below it fails, the search falls back to [0, hi].
@@ -243,9 +249,13 @@ class Calibration:
 def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
               params: ProbeParams = ProbeParams(),
               progress: Callable[[ProbeResult], None] | None = None,
-              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper") -> Calibration:
+              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper",
+              remeasure_censored: bool = True) -> Calibration:
     """Measure every configuration, fit the model in `form` (`auto`: chosen by leave-one-out error, see
     `gesscale.model`), and check its prediction on a held-out configuration.
+
+    A search in which every tried rate held (censored: `bounded` false) is measured once more with a higher
+    top (`remeasure_censored`), so that the fit does not take a lower bound for the MST.
 
     The held-out configuration is the one with the most replicas and, among those, the largest ND_max (the
     extrapolation users care about); the check needs at least four configurations so that three remain to fit
@@ -254,6 +264,12 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     results = []
     for cfg in configs:
         r = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step)
+        if not r.bounded and remeasure_censored:
+            # every rate tried held: the MST is only known to be at least r.mst. Measure it again with a top
+            # CENSORED_TOP_SCALE times higher, starting from what held, so the model is fitted on a bracketed MST.
+            again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, top_scale=CENSORED_TOP_SCALE,
+                                sustained=r.mst)
+            r = replace(again, remeasured_from=r.mst)
         results.append(r)
         if progress:
             progress(r)

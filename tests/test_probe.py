@@ -127,6 +127,26 @@ def test_a_search_that_never_failed_reports_a_lower_bound() -> None:
     assert measure_mst(SimProbeTarget(truth, SC.latency_map), ("pi01", "pi02"), 1.0).bounded
 
 
+def test_calibrate_measures_a_censored_search_again_with_a_higher_top() -> None:
+    """A search whose every rate held (its top below the true MST) is measured again from what held, up to twice
+    the top: the fitted point is the bracketed MST, not the lower bound (issue 30: none censored)."""
+    truth = SC.truth.__class__(alpha=50, beta=1.0, gamma=0.0, noise=0.0)
+
+    class LowBound(SimProbeTarget):
+        def upper_bound(self, nodes: tuple[str, ...]) -> float:
+            return 80.0  # below the true MST of 100: the first search cannot fail
+
+    params = ProbeParams(max_steps=6, precision=0.02)
+    cal = calibrate(LowBound(truth, SC.latency_map), SC.latency_map, [("pi01", "pi02")], params)
+    (r,) = cal.results
+    assert r.bounded and r.remeasured_from is not None and 75.0 < r.remeasured_from < 80.0
+    assert r.mst == pytest.approx(100.0, rel=0.03) and r.upper_bound == 160.0
+    assert all(s["rate"] > r.remeasured_from for s in r.steps)  # no step spent below what already held
+    once = calibrate(LowBound(truth, SC.latency_map), SC.latency_map, [("pi01", "pi02")], params,
+                     remeasure_censored=False)
+    assert not once.results[0].bounded and once.results[0].remeasured_from is None
+
+
 def test_a_measurement_where_the_injector_fell_short_is_marked_machine_limited() -> None:
     """The live target records what actually arrived per second; a step that got clearly less than the rate set
     means the machine, not the operator, was the bottleneck, and the file says so."""

@@ -9,7 +9,10 @@ them with `gesscale.observe.observation_from_batches` (the complete log, with th
   is not counted twice);
 - BP_{i-1} = share of the period's batches that were held back by admission control (docs/controller.md); 0 when no
   batch completed (a pause is not a measurement of MST);
-- CPU = CPU seconds of the replicas' cgroups / (period × their budgets) (read here, passed in).
+- CPU = CPU seconds of the replicas' cgroups / (period × their budgets) (read here, passed in);
+- ND_max of the replicas: from the operator's map, or, when the run measures the network (`--latency-source
+  measured|both`: `follow_network`), from the latest measured view, so that the model learns each point with the
+  ND_max its replicas ran with.
 
 Execute, per strategy (docs/controller.md):
 - `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
@@ -37,6 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -124,6 +128,8 @@ class LocalBackend(Backend):
         self.fleet = fleet
         self.job = job
         self.latency_map = latency_map
+        # the network as measured (`follow_network`); None: ND_max is read from the operator's map
+        self.measured_network: Callable[[float], LatencyMap] | None = None
         self.strategy = strategy
         self.period_s = control_period_s
         self.settle_timeout_s = settle_timeout_s
@@ -170,6 +176,18 @@ class LocalBackend(Backend):
         """Seconds since the testbed started (shared by every controller attached to it)."""
         return time.time() - self.fleet.state.t0
 
+    def follow_network(self, seen: Callable[[float], LatencyMap]) -> None:
+        """Label ND_max (of the placement observed and of each reconfiguration's record) from `seen(now_s())`,
+        the network as measured (`LatencyMonitor.seen`, with `--latency-source measured|both`), instead of the
+        operator's map: after a link degraded without the map saying so, the model's points carry the ND_max
+        their replicas ran with."""
+        self.measured_network = seen
+
+    def nd_max(self, nodes: Iterable[str]) -> float:
+        """ND_max of `nodes` as the backend knows it now: measured when it follows the network, else the map's."""
+        lmap = self.latency_map if self.measured_network is None else self.measured_network(self.now_s())
+        return lmap.nd_max(nodes)
+
     # -- Backend interface --------------------------------------------------------------------------------
     def run_time_s(self) -> float:
         """Seconds since the run's t = 0 (`started_s`: the clock of the map's `changes:` and the run's events)."""
@@ -205,7 +223,7 @@ class LocalBackend(Backend):
         with self._node_lock:
             out = set(self._out)  # a killed node's executor may be listed until Spark drops it
         nodes = tuple(n for n in self.fleet.names if self.fleet.host_of(n) in hosts and n not in out)
-        return Placement(nodes, self.latency_map.nd_max(nodes))
+        return Placement(nodes, self.nd_max(nodes))
 
     def observe(self) -> Observation:
         """Wait for the end of the period, then summarise it (see the module docstring).
@@ -259,7 +277,7 @@ class LocalBackend(Backend):
             out = set(self._out)
         if out & set(placement.nodes):  # a node killed since the placement was read: it is lost, not a replica
             kept = tuple(n for n in placement.nodes if n not in out)
-            placement = Placement(kept, self.latency_map.nd_max(kept))
+            placement = Placement(kept, self.nd_max(kept))
         with self._node_lock:
             self._placed = set(placement.nodes) - self._out
         obs = observation_from_batches(
@@ -329,7 +347,7 @@ class LocalBackend(Backend):
         kind = "up" if len(want) > len(before) else "down"
         started = t_start - self.fleet.state.t0
         rec = Reconfiguration(time_s=started, kind=kind, added=tuple(add), removed=tuple(remove), nodes=want,
-                              nd_max_ms=self.latency_map.nd_max(want), pause_s=pause, strategy=self.strategy,
+                              nd_max_ms=self.nd_max(want), pause_s=pause, strategy=self.strategy,
                               started_s=started, took_s=t_end - t_start,
                               effective_s=time.time() - self.fleet.state.t0)
         self.reconfigurations.append(rec)

@@ -107,7 +107,8 @@ class LiveController(LiveRunner):
 
     `initial_model` (e.g. from `gesscale calibrate --backend local`) is the policy's starting model, unless the
     controller resumes from a state that holds a fitted model (`LiveRunner`). `monitor` (`live_monitor`) gives the
-    controller the network it measures instead of the map.
+    controller the network it measures instead of the map, and the backend the ND_max it labels observations and
+    reconfigurations with (`LocalBackend.follow_network`).
     """
 
     def __init__(self, backend: LocalBackend, policy_id: str, latency_map: LatencyMap, config: ControllerConfig,
@@ -119,6 +120,8 @@ class LiveController(LiveRunner):
                          testbed_hooks(backend, latency_map, monitor), initial_model)
         self.backend: LocalBackend = backend
         self.monitor = monitor  # the measured latency map (`--latency-source measured|both`), None with `map`
+        if monitor is not None:  # the backend labels ND_max with the network as measured, not as the map says
+            backend.follow_network(monitor.seen)
 
     def run(self, until: Callable[[], bool] | None = None, max_steps: int | None = None,
             catch_interrupt: bool = False) -> list[StepRecord]:

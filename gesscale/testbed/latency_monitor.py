@@ -136,6 +136,7 @@ class LatencyMonitor:
     probes: list[Probe] = field(init=False, default_factory=list)
     _last: float | None = None
     _view: tuple[LatencyMap, LatencyMap] | None = None  # (the smoother's view, it restricted to the fog nodes)
+    _seen: tuple[LatencyMap, LatencyMap] | None = None  # the same for `seen`
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _logged: int = 0  # changes already handed to the loop (`network_log`)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -191,6 +192,19 @@ class LatencyMonitor:
             if self._view is None or self._view[0] is not view:
                 self._view = (view, view.subset(self.fog))
             return self._view[1]
+
+    def seen(self, time_s: float) -> LatencyMap:
+        """The network as last measured at `time_s`, over the fog nodes, without probing (rounds are the loop's
+        and the monitor's thread's, one a period): each pair's smoothed RTT where it was measured, the prior in
+        force where it was not (nothing measured yet, a pair that never answered), whatever the source. What the
+        backend labels the ND_max of its observations and reconfigurations with (`LocalBackend.follow_network`),
+        so that the model learns from the network its replicas ran on, not from the operator's map; with `both`
+        it is the loop's `network` view itself. Waits for a round under way (a few seconds at most)."""
+        with self._lock:
+            view = self.measured.view(self.map_time(time_s), "both")
+            if self._seen is None or self._seen[0] is not view:
+                self._seen = (view, view.subset(self.fog))
+            return self._seen[1]
 
     def network_log(self, time_s: float) -> tuple[LatencyChange, ...]:
         """The loop's `network_log` hook: the changes logged since the loop last asked (by the rounds of its

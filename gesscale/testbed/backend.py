@@ -210,6 +210,12 @@ class LocalBackend(Backend):
             self._node_states = states
         return list(self._node_states)
 
+    def out_nodes(self) -> frozenset[str]:
+        """The nodes out now: killed by a crash or gone (a leave's end, absent before a join), until the driver
+        has brought them back (the latency monitor probes none of their links: `LatencyMonitor.out`)."""
+        with self._node_lock:
+            return frozenset(self._out)
+
     def executors(self) -> list[dict[str, Any]]:
         """The job's active executors (empty while the job restarts)."""
         try:

@@ -76,7 +76,8 @@ def live_monitor(backend: LocalBackend, wan: Any, prior_map: LatencyMap, source:
     """The measured latency map of a live run on the testbed (`gesscale.testbed.latency_monitor`): probes from
     every fog node's groups through the WAN emulation `wan`, smoothed over the controller's map `prior_map` (the
     operator's: its own `changes:`, never the run's events) restricted to the fog nodes and the site. Each round
-    is appended to `record` (JSON lines)."""
+    is appended to `record` (JSON lines). The nodes the backend has out (crashed, gone, not yet joined) are not
+    probed."""
     from gesscale.measured_latency import MeasuredLatency
     from gesscale.testbed.wan_measure import GroupPinger
 
@@ -99,7 +100,7 @@ def live_monitor(backend: LocalBackend, wan: Any, prior_map: LatencyMap, source:
                 fh.write(json.dumps({**report.to_dict(), "unix": round(time.time(), 3)}) + "\n")
 
     return LatencyMonitor(measured, fog, wan.site, pinger, {n: fleet.state.nodes[n].cores for n in fog},
-                          period_s, map_time=map_time(backend), on_round=write)
+                          period_s, map_time=map_time(backend), on_round=write, out=backend.out_nodes)
 
 
 class LiveController(LiveRunner):

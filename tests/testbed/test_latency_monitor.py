@@ -320,3 +320,39 @@ def test_the_monitors_seen_view_takes_the_map_where_nothing_was_measured_and_nev
     assert monitor.network(10.0).rtt("fog1", "fog3") == 10_000.0
     assert seen.rtt("fog1", "fog2") == pytest.approx(2.1) and sorted(seen.names) == FOG3
     assert monitor.seen(10.0) is seen and len(monitor.rounds) == 1
+
+
+def test_the_links_of_a_node_out_are_not_probed_and_keep_their_value_until_it_is_back(tmp_path: Path) -> None:
+    # fog2 crashes: the monitor the runs build (`live_monitor`) asks the backend which nodes are out and probes
+    # none of fog2's links (no CPU charged to a dead node's groups, nothing logged for its pairs, whatever its
+    # groups would answer) until the node is back; then they are measured again
+    from types import SimpleNamespace
+
+    from gesscale.testbed.controller import live_monitor
+    from gesscale.testbed.node_events import NodeAction
+    from tests.testbed.test_node_events import backend, schedule
+
+    be, fleet, _ = backend(tmp_path, schedule({"t_s": 10, "event": "crash", "node": "fog2", "duration_s": 100}),
+                           ["fog1", "fog2"], run_s=10.0)
+    fleet.cgroups = SimpleNamespace(budgets={})  # type: ignore[attr-defined]
+    monitor = live_monitor(be, SimpleNamespace(site=SITE, groups=SimpleNamespace(parent=tmp_path)), FOG3_PRIOR,
+                           "measured", PERIOD)
+    net = FakeNetwork(truth=FOG3_PRIOR)
+    monitor.measure = net
+    monitor.probe_round(10.0)
+    assert len(net.calls) == 6 and monitor.rounds[-1].out == ()
+    be.node_event(NodeAction(10.0, "crash", "fog2"))
+    net.extra = {frozenset(("fog2", p)): 300.0 for p in ["fog1", "fog3", SITE]}  # whatever it would answer
+    net.calls.clear()
+    for t in (20.0, 30.0, 40.0, 50.0):
+        monitor.probe_round(t)
+    assert len(net.calls) == 4 * 3 and all("fog2" not in (p.src, p.dst) for p in net.calls)
+    assert monitor.network_log(50.0) == () and monitor.network(50.0).rtt("fog1", "fog2") == pytest.approx(2.1)
+    last = monitor.rounds[-1].to_dict()
+    assert last["out"] == ["fog2"] and last["probes"] == 3 and "fog2" not in last["cpu_s"]
+    be.started_s = time.time() - 110.0
+    be.node_event(NodeAction(110.0, "back", "fog2"))
+    monitor.probe_round(110.0)
+    monitor.probe_round(120.0)
+    assert {("fog2" in (p.src, p.dst)) for p in net.calls[-12:]} == {True, False}  # measured again
+    assert {(c.a, c.b) for c in monitor.network_log(120.0)} == {("fog1", "fog2"), ("fog2", "fog3"), ("fog2", SITE)}

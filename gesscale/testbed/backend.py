@@ -31,8 +31,11 @@ Node events (`events`, the run's `EventSchedule`; docs/events.md): a thread acts
 and lowers the job's executor target to the survivors (else Spark would relaunch the lost executor on the next
 worker with a free core, outside the placement); a leave's drain ends with its replica removed as in a
 scale-down. `nodes()` follows the schedule (crashed, gone and not yet joined nodes are not ready, leaving ones
-are cordoned), `current()` leaves out the nodes killed or gone, and the next observation lists the replicas
-lost (`Observation.lost`), as the simulator's does, so the control loop replaces them.
+are cordoned), `current()` leaves out the nodes killed or gone, and the next observation lists the replicas lost
+(`Observation.lost`), as the simulator's does, so the control loop replaces them. A replica whose executor Spark
+dropped on its own (a partitioned node's, after Spark's network timeout) is lost too: listed once, the executor
+target lowered and the node's worker stopped, so that nothing comes back outside the placement when the
+partition heals (`_declared_lost`; docs/events.md, "Node events on the testbed").
 """
 
 from __future__ import annotations
@@ -156,6 +159,9 @@ class LocalBackend(Backend):
         self._out: set[str] = set()  # nodes killed or gone, until back or joined
         self._lost: list[str] = []  # replicas lost since the last observation
         self._placed: set[str] = set()  # the placement as last known (observed or applied)
+        # nodes a reconfiguration removed, until one adds them again: Spark may list their executor a while longer
+        # (a partitioned one until its network timeout), and they are neither placed nor lost
+        self._removed: set[str] = set()
         self._node_states: list[NodeState] = []
         self.node_events: NodeEventDriver | None = None
         if self.schedule is not None:
@@ -218,18 +224,54 @@ class LocalBackend(Backend):
 
     def executors(self) -> list[dict[str, Any]]:
         """The job's active executors (empty while the job restarts)."""
+        return self._listed() or []
+
+    def _listed(self) -> list[dict[str, Any]] | None:
+        """The job's active executors; None when the job cannot say (restarting, its hook not answering)."""
         try:
             return list(self.job.hook.executors()["executors"])
         except UserError:
-            return []
+            return None
 
     def current(self) -> Placement:
         """Nodes hosting an executor of the job now."""
-        hosts = {e["host"] for e in self.executors()}
+        return self._placement_of(self.executors())
+
+    def _placement_of(self, executors: list[dict[str, Any]]) -> Placement:
+        hosts = {e["host"] for e in executors}
         with self._node_lock:
             out = set(self._out)  # a killed node's executor may be listed until Spark drops it
         nodes = tuple(n for n in self.fleet.names if self.fleet.host_of(n) in hosts and n not in out)
         return Placement(nodes, self.nd_max(nodes))
+
+    def _declared_lost(self, placement: Placement, executors: list[dict[str, Any]]) -> list[str]:
+        """Replicas Spark dropped on its own: nodes of the placement as last known (`_placed`: what Spark listed
+        after the last observation or reconfiguration, so never an executor still starting) whose executor is no
+        longer active, that no node event took out (`_out`: those are listed by the event) and that no
+        reconfiguration removed (`_removed`). A partitioned node's executor is such a replica once
+        Spark's network timeout has passed (docs/events.md, "A partitioned replica"). Each is listed as lost
+        (`Observation.lost`), the job's executor target goes down to the executors active (else Spark would
+        launch the lost one again on the next free worker: the node's own once the partition heals), the
+        node's worker is stopped with whatever it still runs behind the partition, as in a scale-down, so that
+        nothing comes back outside the placement."""
+        with self._node_lock:
+            dropped = [n for n in self.fleet.names if n in self._placed and n not in placement.nodes
+                       and n not in self._out]
+            self._placed.difference_update(dropped)
+            self._lost.extend(dropped)
+        if not dropped:
+            return []
+        log.warning("Spark no longer lists the executor of %s, which no event or reconfiguration removed: "
+                    "replica lost (a partition past spark.network.timeout?)", ", ".join(dropped))
+        hosts = {self.fleet.host_of(n) for n in placement.nodes}
+        survivors = sum(e["host"] in hosts for e in executors)
+        try:
+            self.job.hook.set_target(survivors)
+        except UserError as err:  # the job restarting: its start sets the count anyway
+            log.warning("could not lower the executor target to %d: %s", survivors, err)
+        for node in dropped:
+            self.fleet.stop_worker(node)
+        return dropped
 
     def observe(self) -> Observation:
         """Wait for the end of the period, then summarise it (see the module docstring).
@@ -268,7 +310,11 @@ class LocalBackend(Backend):
         end = self._input_end()
         arrived, self._last_end = end - self._last_end, end
         input_period, self._last_wall = max(wall - self._last_wall, 1e-6), wall
-        placement = self.current()
+        with self._apply_lock:  # not halfway through a node event's removal (the executors listed would be partial)
+            executors = self._listed()
+            placement = self._placement_of(executors or [])
+            if executors is not None:  # when Spark cannot list them, nothing is known lost
+                self._declared_lost(placement, executors)
         cpu_now = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         used = sum(cpu_now[n] - self._last_cpu.get(n, 0.0) for n in placement.nodes)
         budget = sum(self.fleet.state.nodes[n].cores for n in placement.nodes) * period
@@ -285,7 +331,8 @@ class LocalBackend(Backend):
             kept = tuple(n for n in placement.nodes if n not in out)
             placement = Placement(kept, self.nd_max(kept))
         with self._node_lock:
-            self._placed = set(placement.nodes) - self._out
+            if executors is not None:
+                self._placed = set(placement.nodes) - self._out - self._removed
         obs = observation_from_batches(
             batches,
             time_s=self.now_s(),
@@ -314,12 +361,12 @@ class LocalBackend(Backend):
         """Make executors run on exactly `placement.nodes`; returns the measured pause (s). `NodeUnavailable` (and
         nothing changed) when it adds a node that is not schedulable now (a node event since the decision)."""
         with self._apply_lock:
-            pause = self._apply(placement)
-            if self.schedule is not None:
+            try:
+                return self._apply(placement)
+            finally:  # what Spark lists now, also after a failed change: an executor still starting is not in it
                 now = set(self.current().nodes)
                 with self._node_lock:
-                    self._placed = now
-            return pause
+                    self._placed = now - self._out - self._removed
 
     def _apply(self, placement: Placement) -> float:
         before = self.current().nodes
@@ -335,6 +382,9 @@ class LocalBackend(Backend):
             taken = [n for n in add if n not in free]
             if taken:
                 raise NodeUnavailable(f"cannot place on {', '.join(taken)}: not schedulable now (node event)")
+        with self._node_lock:
+            self._removed.difference_update(add)
+            self._removed.update(remove)
         t_start = time.time()
         if self.strategy == "live":
             for node in remove:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from gesscale.config import ControllerConfig
+from gesscale.errors import UserError
 from gesscale.events import EventSchedule, parse_event
 from gesscale.latency_map import latency_map_from_dict
 from gesscale.mape import ControlLoop
@@ -288,6 +289,68 @@ def test_a_node_absent_at_the_start_loses_the_replica_it_was_given(tmp_path: Pat
     assert be.observe().lost == ("fog1",) and fleet.stopped == ["fog1"]
 
 
+# -- a replica Spark declared lost on its own (a partition past spark.network.timeout) ----------------------------
+PARTITION = {"t_s": 10, "event": "partition", "pairs": [["fog1", "fog2"]], "duration_s": 300}
+
+
+def drop(hook: FakeHook, fleet: FakeFleet, node: str) -> None:
+    """Spark's driver drops the node's executor (its heartbeats stopped for spark.network.timeout)."""
+    hook.listed = [e for e in hook.listed if e["host"] != fleet.host_of(node)]
+
+
+def test_an_executor_spark_declared_lost_is_listed_once_its_target_lowered_and_its_worker_stopped(
+        tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, schedule(PARTITION), ["fog1", "fog2"], run_s=5.0)
+    assert be.observe().replicas == ("fog1", "fog2")
+    be.started_s = time.time() - 140.0  # fog2 cut off from fog1 since 10 s: Spark gave up on its executor
+    drop(hook, fleet, "fog2")
+    obs = be.observe()
+    assert obs.lost == ("fog2",) and obs.replicas == ("fog1",)
+    assert hook.targets == [1]  # Spark must not launch it again on a free worker (fog2's own, once healed)
+    assert fleet.stopped == ["fog2"] and fleet.workers == {"fog1"}  # nothing comes back by itself
+    assert be.observe().lost == ()  # reported once
+
+
+def test_no_replica_is_declared_lost_that_the_backend_removed_never_saw_start_or_could_not_list(
+        tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, None, ["fog1", "fog2"])
+    assert be.observe().replicas == ("fog1", "fog2")
+    be.apply(Placement(("fog1",), 0.0))  # the controller's scale-down
+    stale = {"id": "1", "host": fleet.host_of("fog2")}
+    hook.listed.append(stale)  # Spark still lists the removed executor (its kill cannot reach it: partitioned)
+    assert be.observe().lost == ()
+    drop(hook, fleet, "fog2")  # then drops it
+    assert be.observe().lost == () and hook.targets == [] and fleet.stopped == ["fog2"]
+
+    def slow_add(host: str, wait_s: float, warm: bool, warm_timeout_s: float) -> dict[str, Any]:
+        return {"on_requested_host": False}  # the executor on fog3 still starting when the add gave up
+
+    hook.add = slow_add  # type: ignore[method-assign]
+    with pytest.raises(UserError, match="no executor came up on fog3"):
+        be.apply(Placement(("fog1", "fog3"), 5.0))
+    assert be.observe().lost == ()
+
+    def unlisted() -> dict[str, Any]:
+        raise UserError("the driver does not answer")
+
+    listing = hook.executors
+    hook.executors = unlisted  # type: ignore[method-assign]
+    assert be.observe().lost == ()  # nothing is known lost when Spark cannot list its executors
+    hook.executors = listing  # type: ignore[method-assign]
+    drop(hook, fleet, "fog1")
+    assert be.observe().lost == ("fog1",)  # the placement known before the failed listing still counts
+
+
+def test_a_crashed_or_drained_replica_is_listed_by_its_event_only(tmp_path: Path) -> None:
+    sched = schedule({"t_s": 0, "event": "crash", "node": "fog2"},
+                     {"t_s": 0, "event": "leave", "node": "fog3", "drain_s": 5})
+    be, fleet, hook = backend(tmp_path, sched, ["fog1", "fog2", "fog3"], run_s=6.0)
+    be.node_event(NodeAction(0.0, "crash", "fog2"))
+    be.node_event(NodeAction(5.0, "drained", "fog3"))
+    drop(hook, fleet, "fog2")  # Spark drops the killed executor too
+    assert be.observe().lost == ("fog2", "fog3") and be.observe().lost == ()
+
+
 # -- the control loop on it: the simulator's contract --------------------------------------------------------------
 class Keep(Policy):
     """Keeps the replica count: whatever changes is the loop's doing."""
@@ -418,3 +481,4 @@ def test_a_crash_also_kills_what_left_the_workers_group_but_is_in_the_nodes_netw
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
+

@@ -31,7 +31,8 @@ Node events (`events`, the run's `EventSchedule`; docs/events.md): a thread acts
 and lowers the job's executor target to the survivors (else Spark would relaunch the lost executor on the next
 worker with a free core, outside the placement); a leave's drain ends with its replica removed as in a
 scale-down. `nodes()` follows the schedule (crashed, gone and not yet joined nodes are not ready, leaving ones
-are cordoned), `current()` leaves out the nodes killed or gone, and the next observation lists the replicas lost
+are cordoned, and so are those a partition or a flap cuts off from a serving replica or the site),
+`current()` leaves out the nodes killed or gone, and the next observation lists the replicas lost
 (`Observation.lost`), as the simulator's does, so the control loop replaces them. A replica whose executor Spark
 dropped on its own (a partitioned node's, after Spark's network timeout) is lost too: listed once, the executor
 target lowered and the node's worker stopped, so that nothing comes back outside the placement when the
@@ -50,7 +51,7 @@ from typing import Any
 from gesscale.backend import STRATEGIES, Backend, ReconfigurationFailed
 from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
-from gesscale.events import DOWN, GONE, LEAVING, UP, EventSchedule
+from gesscale.events import DOWN, GONE, LEAVING, UP, EventSchedule, serving_set
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.observe import InputOffsets, observation_from_batches
@@ -201,20 +202,36 @@ class LocalBackend(Backend):
 
     def nodes(self) -> list[NodeState]:
         """Every fog node; without node events all are schedulable. With them, as the schedule says at this
-        second (crashed, gone, not yet joined: not ready; leaving: cordoned), and a node killed or gone stays not
-        ready until the driver has brought it back. The same objects while nothing changes."""
+        second (crashed, gone, not yet joined: not ready; leaving, or cut off by a partition or a flap's down
+        phase: cordoned, `_cut_off`), and a node killed or gone stays not ready until the driver has brought it
+        back. The same objects while nothing changes."""
         if self.schedule is None:
             return [NodeState(n) for n in self.fleet.names]
         t = self.run_time_s()
         with self._node_lock:
             out = set(self._out)
+        down = self.schedule.down_pairs(t)
+        cut = self._cut_off(down) if down else set()
         states = []
         for n in self.fleet.names:
             state = self.schedule.node_state(n, t)
-            states.append(NodeState(n, ready=state in (UP, LEAVING) and n not in out, cordoned=state == LEAVING))
+            states.append(NodeState(n, ready=state in (UP, LEAVING) and n not in out,
+                                    cordoned=state == LEAVING or n in cut))
         if states != self._node_states:
             self._node_states = states
         return list(self._node_states)
+
+    def _cut_off(self, down: set[frozenset[str]]) -> set[str]:
+        """Fog nodes with a link in `down` to a replica that serves (the placement as last known, less the replicas
+        cut off from the others: `events.serving_set`, as in the simulator) or to the site of the driver and the
+        broker: a replica placed there could not work with the others, nor be reached by the driver."""
+        with self._node_lock:
+            placed = [n for n in self.fleet.names if n in self._placed]
+        reach = set(serving_set(placed, down)[0])
+        if self.wan is not None:
+            reach.add(self.wan.site)
+        return {n for pair in down for n in pair
+                if n in self.fleet.state.nodes and any(o != n and o in reach for o in pair)}
 
     def out_nodes(self) -> frozenset[str]:
         """The nodes out now: killed by a crash or gone (a leave's end, absent before a join), until the driver

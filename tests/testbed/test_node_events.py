@@ -351,6 +351,22 @@ def test_a_crashed_or_drained_replica_is_listed_by_its_event_only(tmp_path: Path
     assert be.observe().lost == ("fog2", "fog3") and be.observe().lost == ()
 
 
+def test_a_node_cut_off_from_a_serving_replica_or_the_site_is_cordoned_until_the_link_heals(tmp_path: Path) -> None:
+    nodes = {n: {} for n in [*NODES, "hq"]}
+    sched = EventSchedule([parse_event(PARTITION, nodes, "events[0]"),
+                           parse_event({"t_s": 20, "event": "partition", "pairs": [["fog3", "hq"]], "duration_s": 30},
+                                       nodes, "events[1]")], NODES)
+    be, _, _ = backend(tmp_path, sched, ["fog1", "fog2"], run_s=15.0)
+    be.wan = SimpleNamespace(site="hq", health=lambda: None)  # the site of the driver and the broker
+    be.observe()
+    # fog1 and fog2 cannot reach each other: fog1 serves (placed first, as `serving_set` keeps), fog2 is cut off
+    assert {n.name: n.cordoned for n in be.nodes()} == {"fog1": False, "fog2": True, "fog3": False}
+    be.started_s = time.time() - 25.0  # fog3 cut off from the site: no replica there could reach the driver
+    assert {n.name: n.cordoned for n in be.nodes()} == {"fog1": False, "fog2": True, "fog3": True}
+    be.started_s = time.time() - 400.0  # both healed
+    assert all(n.schedulable for n in be.nodes())
+
+
 # -- the control loop on it: the simulator's contract --------------------------------------------------------------
 class Keep(Policy):
     """Keeps the replica count: whatever changes is the loop's doing."""
@@ -482,3 +498,24 @@ def test_a_crash_also_kills_what_left_the_workers_group_but_is_in_the_nodes_netw
                 p.kill()
                 p.wait(5)
 
+
+def test_the_control_loop_replaces_a_partitioned_replica_once_spark_declared_it_lost_and_not_on_its_node(
+        tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, schedule(PARTITION), ["fog1", "fog2"], run_s=5.0)
+    config = ControllerConfig(control_period_s=10, warmup_s=0, max_replicas=2)  # no headroom to move off first
+    loop = ControlLoop(be, Keep(), latency_map_from_dict(MAP), config)
+    assert loop.step().reconfiguration is None
+    be.started_s = time.time() - 20.0  # partitioned: Spark still lists fog2's executor, its tasks hang
+    rec = loop.step()
+    assert rec.observation.replicas == ("fog1", "fog2") and rec.reconfiguration is None
+    assert "move off fog2" in rec.decision.reason and "blocked: no headroom" in rec.decision.reason
+    be.started_s = time.time() - 140.0  # past spark.network.timeout: the driver dropped the executor
+    drop(hook, fleet, "fog2")
+    rec = loop.step()
+    assert rec.observation.lost == ("fog2",) and rec.reconfiguration is not None and rec.applied
+    assert rec.reconfiguration.added == ("fog3",)  # not on fog2: cut off from fog1, cordoned
+    assert rec.reconfiguration.reason == "replace 1 lost replica(s) (fog2)"
+    assert hook.targets == [1] and fleet.workers == {"fog1", "fog3"} and be.current().nodes == ("fog1", "fog3")
+    be.started_s = time.time() - 400.0  # healed: fog2 is a candidate again, and nothing came back by itself
+    assert ready(be)["fog2"] is True and loop.step().reconfiguration is None
+    assert be.current().nodes == ("fog1", "fog3")

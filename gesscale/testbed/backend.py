@@ -287,7 +287,10 @@ class LocalBackend(Backend):
         except UserError as err:  # the job restarting: its start sets the count anyway
             log.warning("could not lower the executor target to %d: %s", survivors, err)
         for node in dropped:
-            self.fleet.stop_worker(node)
+            try:
+                self.fleet.stop_worker(node)
+            except (OSError, UserError) as err:  # the loss is listed whatever: the period is not lost with it
+                log.warning("could not stop the worker of %s: %s", node, err)
         return dropped
 
     def observe(self) -> Observation:

@@ -110,7 +110,7 @@ class MeasuredLatency:
         self._handed = 0  # changes handed out by `changes_until`
         self._by_time: dict[float, tuple[LatencyChange, ...]] = {}
         self._base: dict[int, tuple[LatencyMap, np.ndarray]] = {}  # id of a prior in force -> (it, its RTTs)
-        self._view: tuple[np.ndarray, LatencyMap] | None = None  # the last derived view and its RTTs
+        self._views: dict[str, tuple[np.ndarray, LatencyMap]] = {}  # per source: the last derived view, its RTTs
 
     def add(self, time_s: float, rtt_ms: np.ndarray) -> list[LatencyChange]:
         """One round of probes at `time_s`: an N x N matrix in the map's order (NaN: no sample of that pair, e.g.
@@ -164,21 +164,25 @@ class MeasuredLatency:
             cached = self._base[id(lmap)] = (lmap, lmap.array())
         return cached
 
-    def view(self, time_s: float) -> LatencyMap:
-        """The map the controller reasons on at `time_s`, for the source (module docstring). The prior in force
-        itself when every pair agrees with it (its placement graph is reused; a run whose network matches its
-        map is what it would be with the map), else a map of the values (rebuilt only when they change)."""
+    def view(self, time_s: float, source: str | None = None) -> LatencyMap:
+        """The map the controller reasons on at `time_s`, for the source (module docstring; `source` None: this
+        one's, else another's over the same measurements, e.g. `both` for the best estimate of each pair). The
+        prior in force itself when every pair agrees with it (its placement graph is reused; a run whose network
+        matches its map is what it would be with the map), else a map of the values (rebuilt only when they
+        change)."""
+        source = self.source if source is None else source
         prior, base = self._prior_at(time_s)
-        if self.source == "map":
+        if source == "map":
             return prior
-        fill = base if self.source == "both" else UNMEASURED_RTT_MS
+        fill = base if source == "both" else UNMEASURED_RTT_MS
         values = np.where(np.isnan(self.smoothed_ms), fill, self.smoothed_ms)
         if np.array_equal(values, base):
             return prior
-        if self._view is not None and np.array_equal(values, self._view[0]):
-            return self._view[1]
+        last = self._views.get(source)
+        if last is not None and np.array_equal(values, last[0]):
+            return last[1]
         rtts = DenseRtts(prior.names, prior.index, np.ascontiguousarray(values))
-        lmap = LatencyMap(prior.nodes, rtts, f"{prior.source} ({self.source})", [], dict(prior.link_defaults),
+        lmap = LatencyMap(prior.nodes, rtts, f"{prior.source} ({source})", [], dict(prior.link_defaults),
                           {p: dict(v) for p, v in prior.links.items()})
-        self._view = (values, lmap)
+        self._views[source] = (values, lmap)
         return lmap

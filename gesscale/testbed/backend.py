@@ -9,7 +9,10 @@ them with `gesscale.observe.observation_from_batches` (the complete log, with th
   is not counted twice);
 - BP_{i-1} = share of the period's batches that were held back by admission control (docs/controller.md); 0 when no
   batch completed (a pause is not a measurement of MST);
-- CPU = CPU seconds of the replicas' cgroups / (period × their budgets) (read here, passed in).
+- CPU = CPU seconds of the replicas' cgroups / (period × their budgets) (read here, passed in);
+- ND_max of the replicas: from the operator's map, or, when the run measures the network (`--latency-source
+  measured|both`: `follow_network`), from the latest measured view, so that the model learns each point with the
+  ND_max its replicas ran with.
 
 Execute, per strategy (docs/controller.md):
 - `live`: scale-up starts the chosen node's worker (the only free slot), raises the executor target through the
@@ -28,8 +31,12 @@ Node events (`events`, the run's `EventSchedule`; docs/events.md): a thread acts
 and lowers the job's executor target to the survivors (else Spark would relaunch the lost executor on the next
 worker with a free core, outside the placement); a leave's drain ends with its replica removed as in a
 scale-down. `nodes()` follows the schedule (crashed, gone and not yet joined nodes are not ready, leaving ones
-are cordoned), `current()` leaves out the nodes killed or gone, and the next observation lists the replicas
-lost (`Observation.lost`), as the simulator's does, so the control loop replaces them.
+are cordoned, and so are those a partition or a flap cuts off from a serving replica or the site),
+`current()` leaves out the nodes killed or gone, and the next observation lists the replicas lost
+(`Observation.lost`), as the simulator's does, so the control loop replaces them. A replica whose executor Spark
+dropped on its own (a partitioned node's, after Spark's network timeout) is lost too: listed once, the executor
+target lowered and the node's worker stopped, so that nothing comes back outside the placement when the
+partition heals (`_declared_lost`; docs/events.md, "Node events on the testbed").
 """
 
 from __future__ import annotations
@@ -37,13 +44,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gesscale.backend import STRATEGIES, Backend, ReconfigurationFailed
 from gesscale.batch_record import BatchRecord
 from gesscale.errors import UserError
-from gesscale.events import DOWN, GONE, LEAVING, UP, EventSchedule
+from gesscale.events import DOWN, GONE, LEAVING, UP, EventSchedule, serving_set
 from gesscale.latency_map import LatencyMap
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.observe import InputOffsets, observation_from_batches
@@ -124,6 +132,8 @@ class LocalBackend(Backend):
         self.fleet = fleet
         self.job = job
         self.latency_map = latency_map
+        # the network as measured (`follow_network`); None: ND_max is read from the operator's map
+        self.measured_network: Callable[[float], LatencyMap] | None = None
         self.strategy = strategy
         self.period_s = control_period_s
         self.settle_timeout_s = settle_timeout_s
@@ -150,6 +160,9 @@ class LocalBackend(Backend):
         self._out: set[str] = set()  # nodes killed or gone, until back or joined
         self._lost: list[str] = []  # replicas lost since the last observation
         self._placed: set[str] = set()  # the placement as last known (observed or applied)
+        # nodes a reconfiguration removed, until one adds them again: Spark may list their executor a while longer
+        # (a partitioned one until its network timeout), and they are neither placed nor lost
+        self._removed: set[str] = set()
         self._node_states: list[NodeState] = []
         self.node_events: NodeEventDriver | None = None
         if self.schedule is not None:
@@ -170,6 +183,18 @@ class LocalBackend(Backend):
         """Seconds since the testbed started (shared by every controller attached to it)."""
         return time.time() - self.fleet.state.t0
 
+    def follow_network(self, seen: Callable[[float], LatencyMap]) -> None:
+        """Label ND_max (of the placement observed and of each reconfiguration's record) from `seen(now_s())`,
+        the network as measured (`LatencyMonitor.seen`, with `--latency-source measured|both`), instead of the
+        operator's map: after a link degraded without the map saying so, the model's points carry the ND_max
+        their replicas ran with."""
+        self.measured_network = seen
+
+    def nd_max(self, nodes: Iterable[str]) -> float:
+        """ND_max of `nodes` as the backend knows it now: measured when it follows the network, else the map's."""
+        lmap = self.latency_map if self.measured_network is None else self.measured_network(self.now_s())
+        return lmap.nd_max(nodes)
+
     # -- Backend interface --------------------------------------------------------------------------------
     def run_time_s(self) -> float:
         """Seconds since the run's t = 0 (`started_s`: the clock of the map's `changes:` and the run's events)."""
@@ -177,35 +202,96 @@ class LocalBackend(Backend):
 
     def nodes(self) -> list[NodeState]:
         """Every fog node; without node events all are schedulable. With them, as the schedule says at this
-        second (crashed, gone, not yet joined: not ready; leaving: cordoned), and a node killed or gone stays not
-        ready until the driver has brought it back. The same objects while nothing changes."""
+        second (crashed, gone, not yet joined: not ready; leaving, or cut off by a partition or a flap's down
+        phase: cordoned, `_cut_off`), and a node killed or gone stays not ready until the driver has brought it
+        back. The same objects while nothing changes."""
         if self.schedule is None:
             return [NodeState(n) for n in self.fleet.names]
         t = self.run_time_s()
         with self._node_lock:
             out = set(self._out)
+        down = self.schedule.down_pairs(t)
+        cut = self._cut_off(down) if down else set()
         states = []
         for n in self.fleet.names:
             state = self.schedule.node_state(n, t)
-            states.append(NodeState(n, ready=state in (UP, LEAVING) and n not in out, cordoned=state == LEAVING))
+            states.append(NodeState(n, ready=state in (UP, LEAVING) and n not in out,
+                                    cordoned=state == LEAVING or n in cut))
         if states != self._node_states:
             self._node_states = states
         return list(self._node_states)
 
+    def _cut_off(self, down: set[frozenset[str]]) -> set[str]:
+        """Fog nodes with a link in `down` to a replica that serves (the placement as last known, less the replicas
+        cut off from the others: `events.serving_set`, as in the simulator) or to the site of the driver and the
+        broker: a replica placed there could not work with the others, nor be reached by the driver."""
+        with self._node_lock:
+            placed = [n for n in self.fleet.names if n in self._placed]
+        reach = set(serving_set(placed, down)[0])
+        if self.wan is not None:
+            reach.add(self.wan.site)
+        return {n for pair in down for n in pair
+                if n in self.fleet.state.nodes and any(o != n and o in reach for o in pair)}
+
+    def out_nodes(self) -> frozenset[str]:
+        """The nodes out now: killed by a crash or gone (a leave's end, absent before a join), until the driver
+        has brought them back (the latency monitor probes none of their links: `LatencyMonitor.out`)."""
+        with self._node_lock:
+            return frozenset(self._out)
+
     def executors(self) -> list[dict[str, Any]]:
         """The job's active executors (empty while the job restarts)."""
+        return self._listed() or []
+
+    def _listed(self) -> list[dict[str, Any]] | None:
+        """The job's active executors; None when the job cannot say (restarting, its hook not answering)."""
         try:
             return list(self.job.hook.executors()["executors"])
         except UserError:
-            return []
+            return None
 
     def current(self) -> Placement:
         """Nodes hosting an executor of the job now."""
-        hosts = {e["host"] for e in self.executors()}
+        return self._placement_of(self.executors())
+
+    def _placement_of(self, executors: list[dict[str, Any]]) -> Placement:
+        hosts = {e["host"] for e in executors}
         with self._node_lock:
             out = set(self._out)  # a killed node's executor may be listed until Spark drops it
         nodes = tuple(n for n in self.fleet.names if self.fleet.host_of(n) in hosts and n not in out)
-        return Placement(nodes, self.latency_map.nd_max(nodes))
+        return Placement(nodes, self.nd_max(nodes))
+
+    def _declared_lost(self, placement: Placement, executors: list[dict[str, Any]]) -> list[str]:
+        """Replicas Spark dropped on its own: nodes of the placement as last known (`_placed`: what Spark listed
+        after the last observation or reconfiguration, so never an executor still starting) whose executor is no
+        longer active, that no node event took out (`_out`: those are listed by the event) and that no
+        reconfiguration removed (`_removed`). A partitioned node's executor is such a replica once
+        Spark's network timeout has passed (docs/events.md, "A partitioned replica"). Each is listed as lost
+        (`Observation.lost`), the job's executor target goes down to the executors active (else Spark would
+        launch the lost one again on the next free worker: the node's own once the partition heals), the
+        node's worker is stopped with whatever it still runs behind the partition, as in a scale-down, so that
+        nothing comes back outside the placement."""
+        with self._node_lock:
+            dropped = [n for n in self.fleet.names if n in self._placed and n not in placement.nodes
+                       and n not in self._out]
+            self._placed.difference_update(dropped)
+            self._lost.extend(dropped)
+        if not dropped:
+            return []
+        log.warning("Spark no longer lists the executor of %s, which no event or reconfiguration removed: "
+                    "replica lost (a partition past spark.network.timeout?)", ", ".join(dropped))
+        hosts = {self.fleet.host_of(n) for n in placement.nodes}
+        survivors = sum(e["host"] in hosts for e in executors)
+        try:
+            self.job.hook.set_target(survivors)
+        except UserError as err:  # the job restarting: its start sets the count anyway
+            log.warning("could not lower the executor target to %d: %s", survivors, err)
+        for node in dropped:
+            try:
+                self.fleet.stop_worker(node)
+            except (OSError, UserError) as err:  # the loss is listed whatever: the period is not lost with it
+                log.warning("could not stop the worker of %s: %s", node, err)
+        return dropped
 
     def observe(self) -> Observation:
         """Wait for the end of the period, then summarise it (see the module docstring).
@@ -244,7 +330,11 @@ class LocalBackend(Backend):
         end = self._input_end()
         arrived, self._last_end = end - self._last_end, end
         input_period, self._last_wall = max(wall - self._last_wall, 1e-6), wall
-        placement = self.current()
+        with self._apply_lock:  # not halfway through a node event's removal (the executors listed would be partial)
+            executors = self._listed()
+            placement = self._placement_of(executors or [])
+            if executors is not None:  # when Spark cannot list them, nothing is known lost
+                self._declared_lost(placement, executors)
         cpu_now = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         used = sum(cpu_now[n] - self._last_cpu.get(n, 0.0) for n in placement.nodes)
         budget = sum(self.fleet.state.nodes[n].cores for n in placement.nodes) * period
@@ -259,9 +349,10 @@ class LocalBackend(Backend):
             out = set(self._out)
         if out & set(placement.nodes):  # a node killed since the placement was read: it is lost, not a replica
             kept = tuple(n for n in placement.nodes if n not in out)
-            placement = Placement(kept, self.latency_map.nd_max(kept))
+            placement = Placement(kept, self.nd_max(kept))
         with self._node_lock:
-            self._placed = set(placement.nodes) - self._out
+            if executors is not None:
+                self._placed = set(placement.nodes) - self._out - self._removed
         obs = observation_from_batches(
             batches,
             time_s=self.now_s(),
@@ -290,12 +381,12 @@ class LocalBackend(Backend):
         """Make executors run on exactly `placement.nodes`; returns the measured pause (s). `NodeUnavailable` (and
         nothing changed) when it adds a node that is not schedulable now (a node event since the decision)."""
         with self._apply_lock:
-            pause = self._apply(placement)
-            if self.schedule is not None:
+            try:
+                return self._apply(placement)
+            finally:  # what Spark lists now, also after a failed change: an executor still starting is not in it
                 now = set(self.current().nodes)
                 with self._node_lock:
-                    self._placed = now
-            return pause
+                    self._placed = now - self._out - self._removed
 
     def _apply(self, placement: Placement) -> float:
         before = self.current().nodes
@@ -311,6 +402,9 @@ class LocalBackend(Backend):
             taken = [n for n in add if n not in free]
             if taken:
                 raise NodeUnavailable(f"cannot place on {', '.join(taken)}: not schedulable now (node event)")
+        with self._node_lock:
+            self._removed.difference_update(add)
+            self._removed.update(remove)
         t_start = time.time()
         if self.strategy == "live":
             for node in remove:
@@ -329,7 +423,7 @@ class LocalBackend(Backend):
         kind = "up" if len(want) > len(before) else "down"
         started = t_start - self.fleet.state.t0
         rec = Reconfiguration(time_s=started, kind=kind, added=tuple(add), removed=tuple(remove), nodes=want,
-                              nd_max_ms=self.latency_map.nd_max(want), pause_s=pause, strategy=self.strategy,
+                              nd_max_ms=self.nd_max(want), pause_s=pause, strategy=self.strategy,
                               started_s=started, took_s=t_end - t_start,
                               effective_s=time.time() - self.fleet.state.t0)
         self.reconfigurations.append(rec)

@@ -76,7 +76,8 @@ def live_monitor(backend: LocalBackend, wan: Any, prior_map: LatencyMap, source:
     """The measured latency map of a live run on the testbed (`gesscale.testbed.latency_monitor`): probes from
     every fog node's groups through the WAN emulation `wan`, smoothed over the controller's map `prior_map` (the
     operator's: its own `changes:`, never the run's events) restricted to the fog nodes and the site. Each round
-    is appended to `record` (JSON lines)."""
+    is appended to `record` (JSON lines). The nodes the backend has out (crashed, gone, not yet joined) are not
+    probed."""
     from gesscale.measured_latency import MeasuredLatency
     from gesscale.testbed.wan_measure import GroupPinger
 
@@ -99,7 +100,7 @@ def live_monitor(backend: LocalBackend, wan: Any, prior_map: LatencyMap, source:
                 fh.write(json.dumps({**report.to_dict(), "unix": round(time.time(), 3)}) + "\n")
 
     return LatencyMonitor(measured, fog, wan.site, pinger, {n: fleet.state.nodes[n].cores for n in fog},
-                          period_s, map_time=map_time(backend), on_round=write)
+                          period_s, map_time=map_time(backend), on_round=write, out=backend.out_nodes)
 
 
 class LiveController(LiveRunner):
@@ -107,7 +108,8 @@ class LiveController(LiveRunner):
 
     `initial_model` (e.g. from `gesscale calibrate --backend local`) is the policy's starting model, unless the
     controller resumes from a state that holds a fitted model (`LiveRunner`). `monitor` (`live_monitor`) gives the
-    controller the network it measures instead of the map.
+    controller the network it measures instead of the map, and the backend the ND_max it labels observations and
+    reconfigurations with (`LocalBackend.follow_network`).
     """
 
     def __init__(self, backend: LocalBackend, policy_id: str, latency_map: LatencyMap, config: ControllerConfig,
@@ -119,6 +121,8 @@ class LiveController(LiveRunner):
                          testbed_hooks(backend, latency_map, monitor), initial_model)
         self.backend: LocalBackend = backend
         self.monitor = monitor  # the measured latency map (`--latency-source measured|both`), None with `map`
+        if monitor is not None:  # the backend labels ND_max with the network as measured, not as the map says
+            backend.follow_network(monitor.seen)
 
     def run(self, until: Callable[[], bool] | None = None, max_steps: int | None = None,
             catch_interrupt: bool = False) -> list[StepRecord]:

@@ -10,7 +10,8 @@ later). The loop's observation runs a round too when the last is older than half
 from inside the source node's groups through the delay engine (`gesscale.testbed.wan_measure.GroupPinger`), never a
 read of the engine's table. Each round feeds `gesscale.measured_latency.MeasuredLatency` (the smoother: low median
 of the last 3 rounds, changes over 5 ms logged), whose view, restricted to the fog nodes, is what the loop reasons
-on (`network`), and whose logged changes go into the period's record (`network_log`).
+on (`network`), and whose logged changes go into the period's record (`network_log`). The links of a node that is
+out (crashed, gone, not yet joined: `out`) are not probed until it is back; they keep their last smoothed value.
 
 What a round costs is counted: its wall time against the period, and per node the CPU seconds its probes' own
 processes used (their rusage) against the node's budget over the period (cores x period), since the probes run
@@ -24,7 +25,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,7 @@ class RoundReport:
     cpu_s: dict[str, float]
     budget_s: dict[str, float]
     changes: tuple[LatencyChange, ...] = ()
+    out: tuple[str, ...] = ()  # the nodes out in this round (crashed, gone, not yet joined): nothing probed
 
     @property
     def unreachable(self) -> list[Probe]:
@@ -108,7 +110,7 @@ class RoundReport:
                 "errors": {f"{r.probe.src}->{r.probe.dst}": r.error for r in self.results if r.error},
                 "cpu_s": {n: round(c, 4) for n, c in self.cpu_s.items()},
                 "cpu_share_of_budget": {n: round(s, 5) for n, s in self.cpu_share().items()},
-                "changes": [c.to_dict() for c in self.changes]}
+                "changes": [c.to_dict() for c in self.changes], "out": list(self.out)}
 
 
 @dataclass
@@ -119,7 +121,8 @@ class LatencyMonitor:
     the fog nodes (the loop's view is restricted to them), `site` the node of the broker and driver; `measure`
     runs one probe; `budgets` are the nodes' CPU budgets in cores; `period_s` the control period; `map_time(t)`
     turns the controller's clock into the map's (the time of its `changes:`); `clock` is a monotonic clock (the
-    round's wall time); `on_round` is told of each round (the run's record).
+    round's wall time); `on_round` is told of each round (the run's record); `out()` gives the nodes out now
+    (crashed, gone, not yet joined: `LocalBackend.out_nodes`), whose links are not probed until they are back.
     """
 
     measured: MeasuredLatency
@@ -132,10 +135,12 @@ class LatencyMonitor:
     map_time: Callable[[float], float] = float
     clock: Callable[[], float] = time.monotonic
     on_round: Callable[[RoundReport], None] | None = None
+    out: Callable[[], Collection[str]] | None = None
     rounds: list[RoundReport] = field(default_factory=list)
     probes: list[Probe] = field(init=False, default_factory=list)
     _last: float | None = None
     _view: tuple[LatencyMap, LatencyMap] | None = None  # (the smoother's view, it restricted to the fog nodes)
+    _seen: tuple[LatencyMap, LatencyMap] | None = None  # the same for `seen`
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _logged: int = 0  # changes already handed to the loop (`network_log`)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -150,16 +155,22 @@ class LatencyMonitor:
         self.probes = plan_probes(self.fog, self.site)
 
     def probe_round(self, time_s: float) -> RoundReport:
-        """Run every probe (at most `parallel` at once), feed the smoother at `time_s`, record the round."""
+        """Run every probe (at most `parallel` at once), feed the smoother at `time_s`, record the round.
+
+        A probe from or to a node that is out (`out`) is not run: a crashed node's groups hold nothing that could
+        answer for its links, and a node gone or not yet joined has no links to measure. Its pairs get no sample,
+        so they keep their smoothed value (no change is logged for them) until the node is back and measured."""
         start = self.clock()
-        with ThreadPoolExecutor(max_workers=min(self.parallel, max(1, len(self.probes))),
+        out = frozenset(self.out()) if self.out is not None else frozenset()
+        probes = [p for p in self.probes if p.src not in out and p.dst not in out]
+        with ThreadPoolExecutor(max_workers=min(self.parallel, max(1, len(probes))),
                                 thread_name_prefix="gesscale-latency-probe") as pool:
-            results = list(pool.map(self._one, self.probes))
+            results = list(pool.map(self._one, probes))
         took = self.clock() - start
         names = self.measured.names
         index = {n: i for i, n in enumerate(names)}
         m = np.full((len(names), len(names)), np.nan)
-        cpu = dict.fromkeys(self.fog, 0.0)
+        cpu = dict.fromkeys((n for n in self.fog if n not in out), 0.0)
         for r in results:
             cpu[r.probe.src] = cpu.get(r.probe.src, 0.0) + r.cpu_s
             if (rtt := r.rtt_ms) is not None:
@@ -167,7 +178,8 @@ class LatencyMonitor:
         period = self.period_s if self._last is None else max(time_s - self._last, 1e-6)
         budget = {n: self.budgets.get(n, 0.0) * period for n in cpu}
         changes = tuple(self.measured.add(time_s, m))
-        report = RoundReport(time_s, took, period, results, cpu, budget, changes)
+        report = RoundReport(time_s, took, period, results, cpu, budget, changes,
+                             tuple(n for n in dict.fromkeys([*self.fog, self.site]) if n in out))
         self._last = time_s
         self.rounds.append(report)
         if self.on_round is not None:
@@ -191,6 +203,19 @@ class LatencyMonitor:
             if self._view is None or self._view[0] is not view:
                 self._view = (view, view.subset(self.fog))
             return self._view[1]
+
+    def seen(self, time_s: float) -> LatencyMap:
+        """The network as last measured at `time_s`, over the fog nodes, without probing (rounds are the loop's
+        and the monitor's thread's, one a period): each pair's smoothed RTT where it was measured, the prior in
+        force where it was not (nothing measured yet, a pair that never answered), whatever the source. What the
+        backend labels the ND_max of its observations and reconfigurations with (`LocalBackend.follow_network`),
+        so that the model learns from the network its replicas ran on, not from the operator's map; with `both`
+        it is the loop's `network` view itself. Waits for a round under way (a few seconds at most)."""
+        with self._lock:
+            view = self.measured.view(self.map_time(time_s), "both")
+            if self._seen is None or self._seen[0] is not view:
+                self._seen = (view, view.subset(self.fog))
+            return self._seen[1]
 
     def network_log(self, time_s: float) -> tuple[LatencyChange, ...]:
         """The loop's `network_log` hook: the changes logged since the loop last asked (by the rounds of its

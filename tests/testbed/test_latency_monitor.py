@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from gesscale.config import ControllerConfig
-from gesscale.latency_map import latency_map_from_dict
+from gesscale.latency_map import LatencyMap, latency_map_from_dict
 from gesscale.measured_latency import MeasuredLatency
+from gesscale.observation import Placement
 from gesscale.runner import LiveRunner, RunnerHooks
 from gesscale.testbed.latency_monitor import LatencyMonitor, Probe, ProbeResult, plan_probes
 from gesscale.testbed.wan_measure import GroupPinger
@@ -36,7 +37,8 @@ class FakeNetwork:
     """The measurer: answers each probe with the RTT of `truth` (plus `extra` on some pairs), counts the probes in
     flight at once, and charges `cpu_s` per probe."""
 
-    def __init__(self, cpu_s: float = 0.002) -> None:
+    def __init__(self, cpu_s: float = 0.002, truth: LatencyMap = PRIOR) -> None:
+        self.truth = truth
         self.extra: dict[frozenset[str], float] = {}
         self.cut: set[frozenset[str]] = set()
         self.cpu_s = cpu_s
@@ -60,7 +62,7 @@ class FakeNetwork:
             self.active -= 1
         if pair in self.cut:
             return ProbeResult(probe, 3, (), self.cpu_s)
-        rtt = PRIOR.rtt(probe.src, probe.dst) + self.extra.get(pair, 0.0)
+        rtt = self.truth.rtt(probe.src, probe.dst) + self.extra.get(pair, 0.0)
         return ProbeResult(probe, 3, (rtt + 0.3, rtt, rtt + 0.1), self.cpu_s)
 
 
@@ -267,3 +269,90 @@ def test_rounds_go_on_every_period_while_the_loop_is_blocked_and_their_changes_r
     assert {(c.a, c.b) for c in logged} == {("n1", p) for p in [*FOG[1:], SITE]}
     assert all(10.0 < c.time_s <= clock["t"] for c in logged)  # logged at the background round's time
     assert monitor.network_log(clock["t"] + 1) == ()  # handed over once
+
+
+# -- the backend's ND_max follows the measured network (`LocalBackend.follow_network`) ----------------------------
+FOG3 = ["fog1", "fog2", "fog3"]
+FOG3_PRIOR = latency_map_from_dict({"nodes": [*FOG3, SITE], "rtt_ms": {
+    "fog1": {"fog2": 2, "fog3": 5, SITE: 1}, "fog2": {"fog3": 4, SITE: 1}, "fog3": {SITE: 1}}}, "prior.yaml")
+
+
+def _fog_monitor(net: FakeNetwork, source: str) -> LatencyMonitor:
+    """A monitor over the node-events stand-ins' fog (`tests.testbed.test_node_events`) and a site."""
+    return LatencyMonitor(MeasuredLatency(FOG3_PRIOR, source), list(FOG3), SITE, net, dict.fromkeys(FOG3, 0.25),
+                          PERIOD)
+
+
+@pytest.mark.parametrize("source", ["measured", "both"])
+def test_the_backend_labels_nd_max_with_the_measured_network_once_the_controller_wires_the_monitor(
+        tmp_path: Path, source: str) -> None:
+    # fog1-fog2 degrade to 62 ms without the map saying so: the observation and the reconfiguration record carry
+    # the measured ND_max (the model's points), not the map's 2 ms
+    from gesscale.testbed.controller import LiveController
+    from tests.testbed.test_node_events import backend
+
+    be, _, _ = backend(tmp_path, None, ["fog1", "fog2"])
+    net = FakeNetwork(truth=FOG3_PRIOR)
+    monitor = _fog_monitor(net, source)
+    assert be.current().nd_max_ms == 2.0  # nothing measured yet: the map
+    LiveController(be, "gesscale", be.latency_map, ControllerConfig(control_period_s=PERIOD, max_replicas=3),
+                   tmp_path / "controller.json", [], monitor=monitor)
+    assert be.current().nd_max_ms == 2.0 and not monitor.rounds  # still the map; labelling probes nothing
+    net.extra = {frozenset(("fog1", "fog2")): 60.0}
+    monitor.probe_round(10.0)
+    monitor.probe_round(20.0)  # two samples of the new value: taken
+    rounds = len(monitor.rounds)
+    assert be.observe().nd_max_ms == pytest.approx(62.1)
+    assert be.current().nd_max_ms == pytest.approx(62.1) and len(monitor.rounds) == rounds
+    be.apply(Placement(("fog1", "fog2", "fog3"), 0.0))
+    assert be.reconfigurations[-1].nd_max_ms == pytest.approx(62.1)
+    assert monitor.seen(20.0).rtt("fog2", "fog3") == pytest.approx(4.1)  # measured, every pair
+
+
+def test_the_monitors_seen_view_takes_the_map_where_nothing_was_measured_and_never_probes() -> None:
+    net = FakeNetwork(truth=FOG3_PRIOR)
+    monitor = _fog_monitor(net, "measured")
+    assert monitor.seen(5.0).rtt("fog1", "fog2") == 2.0 and net.calls == []  # before any round: the map
+    net.cut = {frozenset(("fog1", "fog3"))}
+    monitor.probe_round(10.0)
+    seen = monitor.seen(10.0)
+    assert seen.rtt("fog1", "fog3") == 5.0  # never answered: the map, where the loop's view has it unknown
+    assert monitor.network(10.0).rtt("fog1", "fog3") == 10_000.0
+    assert seen.rtt("fog1", "fog2") == pytest.approx(2.1) and sorted(seen.names) == FOG3
+    assert monitor.seen(10.0) is seen and len(monitor.rounds) == 1
+
+
+def test_the_links_of_a_node_out_are_not_probed_and_keep_their_value_until_it_is_back(tmp_path: Path) -> None:
+    # fog2 crashes: the monitor the runs build (`live_monitor`) asks the backend which nodes are out and probes
+    # none of fog2's links (no CPU charged to a dead node's groups, nothing logged for its pairs, whatever its
+    # groups would answer) until the node is back; then they are measured again
+    from types import SimpleNamespace
+
+    from gesscale.testbed.controller import live_monitor
+    from gesscale.testbed.node_events import NodeAction
+    from tests.testbed.test_node_events import backend, schedule
+
+    be, fleet, _ = backend(tmp_path, schedule({"t_s": 10, "event": "crash", "node": "fog2", "duration_s": 100}),
+                           ["fog1", "fog2"], run_s=10.0)
+    fleet.cgroups = SimpleNamespace(budgets={})  # type: ignore[attr-defined]
+    monitor = live_monitor(be, SimpleNamespace(site=SITE, groups=SimpleNamespace(parent=tmp_path)), FOG3_PRIOR,
+                           "measured", PERIOD)
+    net = FakeNetwork(truth=FOG3_PRIOR)
+    monitor.measure = net
+    monitor.probe_round(10.0)
+    assert len(net.calls) == 6 and monitor.rounds[-1].out == ()
+    be.node_event(NodeAction(10.0, "crash", "fog2"))
+    net.extra = {frozenset(("fog2", p)): 300.0 for p in ["fog1", "fog3", SITE]}  # whatever it would answer
+    net.calls.clear()
+    for t in (20.0, 30.0, 40.0, 50.0):
+        monitor.probe_round(t)
+    assert len(net.calls) == 4 * 3 and all("fog2" not in (p.src, p.dst) for p in net.calls)
+    assert monitor.network_log(50.0) == () and monitor.network(50.0).rtt("fog1", "fog2") == pytest.approx(2.1)
+    last = monitor.rounds[-1].to_dict()
+    assert last["out"] == ["fog2"] and last["probes"] == 3 and "fog2" not in last["cpu_s"]
+    be.started_s = time.time() - 110.0
+    be.node_event(NodeAction(110.0, "back", "fog2"))
+    monitor.probe_round(110.0)
+    monitor.probe_round(120.0)
+    assert {("fog2" in (p.src, p.dst)) for p in net.calls[-12:]} == {True, False}  # measured again
+    assert {(c.a, c.b) for c in monitor.network_log(120.0)} == {("fog1", "fog2"), ("fog2", "fog3"), ("fog2", SITE)}

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from gesscale.config import ControllerConfig
+from gesscale.errors import UserError
 from gesscale.events import EventSchedule, parse_event
 from gesscale.latency_map import latency_map_from_dict
 from gesscale.mape import ControlLoop
@@ -288,6 +289,84 @@ def test_a_node_absent_at_the_start_loses_the_replica_it_was_given(tmp_path: Pat
     assert be.observe().lost == ("fog1",) and fleet.stopped == ["fog1"]
 
 
+# -- a replica Spark declared lost on its own (a partition past spark.network.timeout) ----------------------------
+PARTITION = {"t_s": 10, "event": "partition", "pairs": [["fog1", "fog2"]], "duration_s": 300}
+
+
+def drop(hook: FakeHook, fleet: FakeFleet, node: str) -> None:
+    """Spark's driver drops the node's executor (its heartbeats stopped for spark.network.timeout)."""
+    hook.listed = [e for e in hook.listed if e["host"] != fleet.host_of(node)]
+
+
+def test_an_executor_spark_declared_lost_is_listed_once_its_target_lowered_and_its_worker_stopped(
+        tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, schedule(PARTITION), ["fog1", "fog2"], run_s=5.0)
+    assert be.observe().replicas == ("fog1", "fog2")
+    be.started_s = time.time() - 140.0  # fog2 cut off from fog1 since 10 s: Spark gave up on its executor
+    drop(hook, fleet, "fog2")
+    obs = be.observe()
+    assert obs.lost == ("fog2",) and obs.replicas == ("fog1",)
+    assert hook.targets == [1]  # Spark must not launch it again on a free worker (fog2's own, once healed)
+    assert fleet.stopped == ["fog2"] and fleet.workers == {"fog1"}  # nothing comes back by itself
+    assert be.observe().lost == ()  # reported once
+
+
+def test_no_replica_is_declared_lost_that_the_backend_removed_never_saw_start_or_could_not_list(
+        tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, None, ["fog1", "fog2"])
+    assert be.observe().replicas == ("fog1", "fog2")
+    be.apply(Placement(("fog1",), 0.0))  # the controller's scale-down
+    stale = {"id": "1", "host": fleet.host_of("fog2")}
+    hook.listed.append(stale)  # Spark still lists the removed executor (its kill cannot reach it: partitioned)
+    assert be.observe().lost == ()
+    drop(hook, fleet, "fog2")  # then drops it
+    assert be.observe().lost == () and hook.targets == [] and fleet.stopped == ["fog2"]
+
+    def slow_add(host: str, wait_s: float, warm: bool, warm_timeout_s: float) -> dict[str, Any]:
+        return {"on_requested_host": False}  # the executor on fog3 still starting when the add gave up
+
+    hook.add = slow_add  # type: ignore[method-assign]
+    with pytest.raises(UserError, match="no executor came up on fog3"):
+        be.apply(Placement(("fog1", "fog3"), 5.0))
+    assert be.observe().lost == ()
+
+    def unlisted() -> dict[str, Any]:
+        raise UserError("the driver does not answer")
+
+    listing = hook.executors
+    hook.executors = unlisted  # type: ignore[method-assign]
+    assert be.observe().lost == ()  # nothing is known lost when Spark cannot list its executors
+    hook.executors = listing  # type: ignore[method-assign]
+    drop(hook, fleet, "fog1")
+    assert be.observe().lost == ("fog1",)  # the placement known before the failed listing still counts
+
+
+def test_a_crashed_or_drained_replica_is_listed_by_its_event_only(tmp_path: Path) -> None:
+    sched = schedule({"t_s": 0, "event": "crash", "node": "fog2"},
+                     {"t_s": 0, "event": "leave", "node": "fog3", "drain_s": 5})
+    be, fleet, hook = backend(tmp_path, sched, ["fog1", "fog2", "fog3"], run_s=6.0)
+    be.node_event(NodeAction(0.0, "crash", "fog2"))
+    be.node_event(NodeAction(5.0, "drained", "fog3"))
+    drop(hook, fleet, "fog2")  # Spark drops the killed executor too
+    assert be.observe().lost == ("fog2", "fog3") and be.observe().lost == ()
+
+
+def test_a_node_cut_off_from_a_serving_replica_or_the_site_is_cordoned_until_the_link_heals(tmp_path: Path) -> None:
+    nodes = {n: {} for n in [*NODES, "hq"]}
+    sched = EventSchedule([parse_event(PARTITION, nodes, "events[0]"),
+                           parse_event({"t_s": 20, "event": "partition", "pairs": [["fog3", "hq"]], "duration_s": 30},
+                                       nodes, "events[1]")], NODES)
+    be, _, _ = backend(tmp_path, sched, ["fog1", "fog2"], run_s=15.0)
+    be.wan = SimpleNamespace(site="hq", health=lambda: None)  # the site of the driver and the broker
+    be.observe()
+    # fog1 and fog2 cannot reach each other: fog1 serves (placed first, as `serving_set` keeps), fog2 is cut off
+    assert {n.name: n.cordoned for n in be.nodes()} == {"fog1": False, "fog2": True, "fog3": False}
+    be.started_s = time.time() - 25.0  # fog3 cut off from the site: no replica there could reach the driver
+    assert {n.name: n.cordoned for n in be.nodes()} == {"fog1": False, "fog2": True, "fog3": True}
+    be.started_s = time.time() - 400.0  # both healed
+    assert all(n.schedulable for n in be.nodes())
+
+
 # -- the control loop on it: the simulator's contract --------------------------------------------------------------
 class Keep(Policy):
     """Keeps the replica count: whatever changes is the loop's doing."""
@@ -418,3 +497,25 @@ def test_a_crash_also_kills_what_left_the_workers_group_but_is_in_the_nodes_netw
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
+
+
+def test_the_control_loop_replaces_a_partitioned_replica_once_spark_declared_it_lost_and_not_on_its_node(
+        tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, schedule(PARTITION), ["fog1", "fog2"], run_s=5.0)
+    config = ControllerConfig(control_period_s=10, warmup_s=0, max_replicas=2)  # no headroom to move off first
+    loop = ControlLoop(be, Keep(), latency_map_from_dict(MAP), config)
+    assert loop.step().reconfiguration is None
+    be.started_s = time.time() - 20.0  # partitioned: Spark still lists fog2's executor, its tasks hang
+    rec = loop.step()
+    assert rec.observation.replicas == ("fog1", "fog2") and rec.reconfiguration is None
+    assert "move off fog2" in rec.decision.reason and "blocked: no headroom" in rec.decision.reason
+    be.started_s = time.time() - 140.0  # past spark.network.timeout: the driver dropped the executor
+    drop(hook, fleet, "fog2")
+    rec = loop.step()
+    assert rec.observation.lost == ("fog2",) and rec.reconfiguration is not None and rec.applied
+    assert rec.reconfiguration.added == ("fog3",)  # not on fog2: cut off from fog1, cordoned
+    assert rec.reconfiguration.reason == "replace 1 lost replica(s) (fog2)"
+    assert hook.targets == [1] and fleet.workers == {"fog1", "fog3"} and be.current().nodes == ("fog1", "fog3")
+    be.started_s = time.time() - 400.0  # healed: fog2 is a candidate again, and nothing came back by itself
+    assert ready(be)["fog2"] is True and loop.step().reconfiguration is None
+    assert be.current().nodes == ("fog1", "fog3")

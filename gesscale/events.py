@@ -270,6 +270,11 @@ class EventSchedule:
         """True when no event changes anything."""
         return not self.expanded
 
+    @property
+    def cuts_links(self) -> bool:
+        """True when a partition or a flap takes some link down at some time."""
+        return bool(self._links)
+
     def node_state(self, node: str, t: float) -> str:
         """UP, LEAVING, DOWN or GONE at second `t`."""
         times = self._times.get(node)

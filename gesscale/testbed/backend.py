@@ -333,7 +333,9 @@ class LocalBackend(Backend):
         with self._apply_lock:  # not halfway through a node event's removal (the executors listed would be partial)
             executors = self._listed()
             placement = self._placement_of(executors or [])
-            if executors is not None:  # when Spark cannot list them, nothing is known lost
+            # Only under partitions or flaps: that is when Spark drops an executor on its own. Elsewhere an empty
+            # list is a job restarting (its executors registering again), and nothing must be declared lost.
+            if executors is not None and self.schedule is not None and self.schedule.cuts_links:
                 self._declared_lost(placement, executors)
         cpu_now = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         used = sum(cpu_now[n] - self._last_cpu.get(n, 0.0) for n in placement.nodes)

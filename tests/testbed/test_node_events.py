@@ -313,7 +313,7 @@ def test_an_executor_spark_declared_lost_is_listed_once_its_target_lowered_and_i
 
 def test_no_replica_is_declared_lost_that_the_backend_removed_never_saw_start_or_could_not_list(
         tmp_path: Path) -> None:
-    be, fleet, hook = backend(tmp_path, None, ["fog1", "fog2"])
+    be, fleet, hook = backend(tmp_path, schedule(PARTITION), ["fog1", "fog2"])  # its cut starts at t = 10 s
     assert be.observe().replicas == ("fog1", "fog2")
     be.apply(Placement(("fog1",), 0.0))  # the controller's scale-down
     stale = {"id": "1", "host": fleet.host_of("fog2")}
@@ -339,6 +339,17 @@ def test_no_replica_is_declared_lost_that_the_backend_removed_never_saw_start_or
     hook.executors = listing  # type: ignore[method-assign]
     drop(hook, fleet, "fog1")
     assert be.observe().lost == ("fog1",)  # the placement known before the failed listing still counts
+
+
+@pytest.mark.parametrize("events", [None, schedule({"t_s": 0, "event": "crash", "node": "fog3"})])
+def test_without_a_partition_or_a_flap_an_executor_gone_from_the_listing_is_not_declared_lost(
+        tmp_path: Path, events: EventSchedule | None) -> None:
+    """A job restarting (its driver back, its executors not yet registered) lists none: that is no loss, and the
+    nodes' workers must stay, or the restarted job would find no worker to run on."""
+    be, fleet, hook = backend(tmp_path, events, ["fog1", "fog2"])
+    assert be.observe().replicas == ("fog1", "fog2")
+    hook.listed = []
+    assert be.observe().lost == () and fleet.stopped == [] and hook.targets == []
 
 
 def test_a_crashed_or_drained_replica_is_listed_by_its_event_only(tmp_path: Path) -> None:

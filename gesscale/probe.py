@@ -96,6 +96,7 @@ class ProbeResult:
     upper_bound: float = math.nan  # where the search started (the target's upper bound)
     bounded: bool = True  # False when no tried rate failed: the MST is at least `mst`, how much more is unknown
     remeasured_from: float | None = None  # the first search never failed and found at least this: measured again
+    bracket_top: float = math.nan  # the top of the search's last bracket: the MST lies in [mst, bracket_top]
 
     @property
     def machine_limited(self) -> bool:
@@ -142,26 +143,45 @@ def _succeeds(rate: float, window: Window, params: ProbeParams) -> tuple[bool, f
     return ok, processed
 
 
+def _measured_again(first: ProbeResult, again: ProbeResult) -> ProbeResult:
+    """The second search's result, which remembers the first's MST; when nothing new held in it, the spread is
+    the first's (measured at the rate that held there, which is still the MST)."""
+    spread = first.spread if math.isnan(again.spread) else again.spread
+    return replace(again, remeasured_from=first.mst, spread=spread)
+
+
+def unconverged_top(result: ProbeResult, params: ProbeParams) -> float | None:
+    """The top of a bounded search's last bracket when it stopped (out of steps) with [MST, top] still wider than
+    `params.precision`; None when it converged (or never failed: see `bounded`)."""
+    top = result.bracket_top
+    if not result.bounded or not top > 0:
+        return None
+    return top if (top - result.mst) / top >= params.precision else None
+
+
 def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
                 params: ProbeParams = ProbeParams(),
                 on_step: Callable[[dict[str, float]], None] | None = None,
-                top_scale: float = 1.0, sustained: float = 0.0) -> ProbeResult:
+                top_scale: float = 1.0, sustained: float = 0.0, top: float | None = None) -> ProbeResult:
     """Measure the MST of one configuration by the dichotomous search of the module docstring.
 
     `on_step` sees each tried rate's entry of the trace as soon as it is judged (progress output). A search
     measured again because it never failed (`calibrate`) passes `top_scale` (the top of the bracket is the
     target's upper bound times it) and `sustained`, the rate the first search showed sustained: the bracket
-    starts there, so no step is spent below it.
+    starts there, so no step is spent below it. A search that ended with its bracket still wide passes the rate
+    that failed as `top` (the target's upper bound then only warms it up, and its guess is not used).
     """
     target.configure(nodes)
     hi = upper_bound = float(target.upper_bound(nodes)) * top_scale
+    if top is not None:
+        hi = float(top)
     lo = min(max(0.0, sustained), hi)
     # A target that measured where the MST probably is (live: the saturated throughput) lets the search start
     # there: midpoints are taken in [floor, hi], the bracket symmetric around the guess. The floor is never a
     # result (only sustained rates are); once a rate at or below it fails, the search falls back to [0, hi].
     guess = getattr(target, "expected_mst", None)
     expected = guess(nodes) if callable(guess) else None
-    floor = max(0.0, 2 * float(expected) - hi) if expected else 0.0
+    floor = max(0.0, 2 * float(expected) - hi) if expected and top is None else 0.0
     target.inject(hi, params.warmup_s)
     target.inject(0.0, params.cooldown_s)
     best_window: Window | None = None
@@ -199,7 +219,7 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
         p = np.asarray(best_window.processed, dtype=float)
         med = float(np.median(p))
         spread = float((np.percentile(p, 95) - np.percentile(p, 5)) / med) if med > 0 else math.nan
-    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps, upper_bound, failed)
+    return ProbeResult(nodes, len(nodes), nd_max_ms, lo, spread, steps, upper_bound, failed, bracket_top=hi)
 
 
 def configurations(lmap: LatencyMap, replicas: Sequence[int], placements: Sequence[str]) -> list[tuple[str, ...]]:
@@ -255,7 +275,9 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     `gesscale.model`), and check its prediction on a held-out configuration.
 
     A search in which every tried rate held (censored: `bounded` false) is measured once more with a higher
-    top (`remeasure_censored`), so that the fit does not take a lower bound for the MST.
+    top, and one that ran out of steps with its bracket still wider than `precision` is measured once more in
+    that bracket (`remeasure_censored`), so that the fit takes neither a lower bound nor a bracket's bottom for
+    the MST.
 
     The held-out configuration is the one with the most replicas and, among those, the largest ND_max (the
     extrapolation users care about); the check needs at least four configurations so that three remain to fit
@@ -269,7 +291,12 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
             # CENSORED_TOP_SCALE times higher, starting from what held, so the model is fitted on a bracketed MST.
             again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, top_scale=CENSORED_TOP_SCALE,
                                 sustained=r.mst)
-            r = replace(again, remeasured_from=r.mst)
+            r = _measured_again(r, again)
+        elif remeasure_censored and (failed := unconverged_top(r, params)) is not None:
+            # the steps ran out with the bracket [MST, failed] still wider than `precision` (a rate failed and
+            # the search fell back far below it): search that bracket again rather than keep its bottom
+            again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, sustained=r.mst, top=failed)
+            r = _measured_again(r, again)
         results.append(r)
         if progress:
             progress(r)

@@ -147,6 +147,28 @@ def test_calibrate_measures_a_censored_search_again_with_a_higher_top() -> None:
     assert not once.results[0].bounded and once.results[0].remeasured_from is None
 
 
+def test_calibrate_searches_again_a_bracket_the_steps_left_wider_than_the_precision() -> None:
+    """Live, a rate that failed just within `tolerance` sends the search back to [0, rate]: with 3 steps it ended
+    at 218/s below a failed 435/s (n = 1 on rhine6, 2026-11-27). The bracket is searched again from its bottom."""
+    from gesscale.probe import unconverged_top
+
+    truth = SC.truth.__class__(alpha=37, beta=1.0, gamma=0.0, noise=0.0)  # MST 74: 100 fails, 50 holds
+    params = ProbeParams(max_steps=2, precision=0.05, tolerance=0.5)  # a failure within tolerance: no narrowing
+
+    class Top200(SimProbeTarget):
+        def upper_bound(self, nodes: tuple[str, ...]) -> float:
+            return 200.0
+
+    first = measure_mst(Top200(truth, SC.latency_map), ("pi01", "pi02"), 1.0, params)
+    top = unconverged_top(first, params)
+    assert first.bounded and top is not None and (top - first.mst) / top > 0.05  # what calibrate used to keep
+    cal = calibrate(Top200(truth, SC.latency_map), SC.latency_map, [("pi01", "pi02")], params)
+    (r,) = cal.results
+    assert r.remeasured_from == first.mst == 50.0 and top == 100.0 and 50.0 < r.mst <= 80.0  # MST 74
+    assert all(first.mst < s["rate"] < top for s in r.steps)  # only inside the bracket left open
+    assert unconverged_top(measure_mst(SimProbeTarget(truth, SC.latency_map), ("pi01", "pi02"), 1.0), params) is None
+
+
 def test_a_measurement_where_the_injector_fell_short_is_marked_machine_limited() -> None:
     """The live target records what actually arrived per second; a step that got clearly less than the rate set
     means the machine, not the operator, was the bottleneck, and the file says so."""

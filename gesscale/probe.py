@@ -53,6 +53,8 @@ class ProbeParams:
     precision: float = 0.01
     max_steps: int = 20
     backlog_tolerance: float | None = None  # None: tolerance / 10
+    # calibrate: measure a censored or unconverged search once more (docs/calibration.md, step 7)
+    measure_again: bool = True
 
     @property
     def growth_tolerance(self) -> float:
@@ -144,10 +146,11 @@ def _succeeds(rate: float, window: Window, params: ProbeParams) -> tuple[bool, f
 
 
 def _measured_again(first: ProbeResult, again: ProbeResult) -> ProbeResult:
-    """The second search's result, which remembers the first's MST; when nothing new held in it, the spread is
-    the first's (measured at the rate that held there, which is still the MST)."""
+    """The second search's result, which remembers the first's MST and keeps both searches' steps in order (the
+    trace of every rate tried); when nothing new held in it, the spread is the first's (measured at the rate
+    that held there, which is still the MST)."""
     spread = first.spread if math.isnan(again.spread) else again.spread
-    return replace(again, remeasured_from=first.mst, spread=spread)
+    return replace(again, remeasured_from=first.mst, spread=spread, steps=[*first.steps, *again.steps])
 
 
 def unconverged_top(result: ProbeResult, params: ProbeParams) -> float | None:
@@ -174,7 +177,7 @@ def measure_mst(target: ProbeTarget, nodes: tuple[str, ...], nd_max_ms: float,
     target.configure(nodes)
     hi = upper_bound = float(target.upper_bound(nodes)) * top_scale
     if top is not None:
-        hi = float(top)
+        hi = upper_bound = float(top)
     lo = min(max(0.0, sustained), hi)
     # A target that measured where the MST probably is (live: the saturated throughput) lets the search start
     # there: midpoints are taken in [floor, hi], the bracket symmetric around the guess. The floor is never a
@@ -286,13 +289,14 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     results = []
     for cfg in configs:
         r = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step)
-        if not r.bounded and remeasure_censored:
+        again_wanted = remeasure_censored and params.measure_again
+        if not r.bounded and again_wanted:
             # every rate tried held: the MST is only known to be at least r.mst. Measure it again with a top
             # CENSORED_TOP_SCALE times higher, starting from what held, so the model is fitted on a bracketed MST.
             again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, top_scale=CENSORED_TOP_SCALE,
                                 sustained=r.mst)
             r = _measured_again(r, again)
-        elif remeasure_censored and (failed := unconverged_top(r, params)) is not None:
+        elif again_wanted and (failed := unconverged_top(r, params)) is not None:
             # the steps ran out with the bracket [MST, failed] still wider than `precision` (a rate failed and
             # the search fell back far below it): search that bracket again rather than keep its bottom
             again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, sustained=r.mst, top=failed)

@@ -141,9 +141,10 @@ def test_calibrate_measures_a_censored_search_again_with_a_higher_top() -> None:
     (r,) = cal.results
     assert r.bounded and r.remeasured_from is not None and 75.0 < r.remeasured_from < 80.0
     assert r.mst == pytest.approx(100.0, rel=0.03) and r.upper_bound == 160.0
-    assert all(s["rate"] > r.remeasured_from for s in r.steps)  # no step spent below what already held
-    once = calibrate(LowBound(truth, SC.latency_map), SC.latency_map, [("pi01", "pi02")], params,
-                     remeasure_censored=False)
+    first = r.steps[:6]  # both searches' steps are kept, the first's first
+    assert all(s["ok"] for s in first) and all(s["rate"] > r.remeasured_from for s in r.steps[6:])  # none below
+    once = calibrate(LowBound(truth, SC.latency_map), SC.latency_map, [("pi01", "pi02")],
+                     ProbeParams(max_steps=6, precision=0.02, measure_again=False))  # --no-measure-again
     assert not once.results[0].bounded and once.results[0].remeasured_from is None
 
 
@@ -165,7 +166,9 @@ def test_calibrate_searches_again_a_bracket_the_steps_left_wider_than_the_precis
     cal = calibrate(Top200(truth, SC.latency_map), SC.latency_map, [("pi01", "pi02")], params)
     (r,) = cal.results
     assert r.remeasured_from == first.mst == 50.0 and top == 100.0 and 50.0 < r.mst <= 80.0  # MST 74
-    assert all(first.mst < s["rate"] < top for s in r.steps)  # only inside the bracket left open
+    assert r.steps[: len(first.steps)] == first.steps  # both searches' trace, the first's first
+    assert all(first.mst < s["rate"] < top for s in r.steps[len(first.steps):])  # only inside the bracket left open
+    assert r.upper_bound == top and r.mst < r.upper_bound
     assert unconverged_top(measure_mst(SimProbeTarget(truth, SC.latency_map), ("pi01", "pi02"), 1.0), params) is None
 
 

@@ -84,6 +84,10 @@ def register(app: typer.Typer) -> None:
                                                "(default: sim 0.01, local 0.15)."),
         max_steps: int | None = typer.Option(None, "--max-steps", **number_range(1, MAX_PROBE_STEPS),
                                              help="Most rates tried per configuration (default: sim 20, local 3)."),
+        measure_again: bool = typer.Option(True, "--measure-again/--no-measure-again",
+                                           help="Measure once more a configuration whose search never failed (a "
+                                           "lower bound only: up to twice the top) or ran out of steps with its "
+                                           "bracket wider than --precision (inside that bracket)."),
         latency_map: Path | None = typer.Option(None, "--latency-map", exists=True, help="local: latency map "
                                                 "naming the fog nodes (default: inventory/latency/fog9.yaml)."),
         node_cpu: float = typer.Option(0.25, "--node-cpu", **local_range("node_cpu"),
@@ -130,7 +134,7 @@ def register(app: typer.Typer) -> None:
         params = _params(backend, {"observe_s": observe_s, "inject_s": inject_s, "cooldown_s": cooldown_s,
                                    "tolerance": tolerance,
                                    "backlog_tolerance": tolerance if backend == "local" else None,
-                                   "precision": precision, "max_steps": max_steps})
+                                   "precision": precision, "max_steps": max_steps, "measure_again": measure_again})
         kinds = [k.strip() for k in placements.split(",") if k.strip()]
         console = Console(soft_wrap=True)
         if backend == "sim" and query is not None:

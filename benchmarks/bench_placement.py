@@ -12,11 +12,15 @@ each placement's ratio to the nearest, the fitted model and its error on the hel
 With `--no-wan` the same runs on plain loopback (the control: there, placement cannot matter). `--query` runs
 the job with another query (docs/queries.md), e.g. frequent-routes, whose replicas exchange data in a shuffle.
 `--far 3` measures the farthest placement only for n = 3 (a shorter run; n = 1 has one placement: ND_max 0);
-`--kinds near,median` leaves the farthest out altogether.
+`--kinds near,median` leaves the farthest out altogether. `--only fog3+fog1,...` measures some of the
+configurations again; `--analyse FILE...` measures nothing and fits every form on earlier runs' placement.json
+(a censored repeat is left out where the same configuration was bounded), printing each form's leave-one-out
+errors and each far placement held out.
 
     .venv/bin/python benchmarks/bench_placement.py [--map inventory/latency/fog9.yaml] [--replicas 2,3]
         [--kinds near,median,far] [--far 2,3] [--node-cpu 0.25] [--no-wan] [--query nearest-landmark]
-        [--model-form auto] [--out out/bench-placement]
+        [--model-form auto] [--repeats 2] [--only NODES,...] [--out out/bench-placement]
+    .venv/bin/python benchmarks/bench_placement.py --analyse out/bench-placement/placement.json [...]
 """
 
 from __future__ import annotations

@@ -165,9 +165,6 @@ def main() -> None:
     (args.out / "placement.json").write_text(json.dumps(doc, indent=1, default=str))
     m = cal.model
     print(f"\nmodel ({m.form_reason_}): {m!r}")
-    for form, loo in m.loo_errors().items():
-        print(f"  leave-one-out {form:<13} median |error| {loo['median_abs']:.1%}, max {loo['max_abs']:.1%}, "
-              f"rms {loo['rms']:.1%}")
     print(f"held-out check: {json.dumps(cal.holdout, default=str)}")
     print_model_report(rows)
     print(f"written {args.out / 'placement.json'}")

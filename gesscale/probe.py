@@ -272,14 +272,13 @@ class Calibration:
 def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
               params: ProbeParams = ProbeParams(),
               progress: Callable[[ProbeResult], None] | None = None,
-              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper",
-              remeasure_censored: bool = True) -> Calibration:
+              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper") -> Calibration:
     """Measure every configuration, fit the model in `form` (`auto`: chosen by leave-one-out error, see
     `gesscale.model`), and check its prediction on a held-out configuration.
 
     A search in which every tried rate held (censored: `bounded` false) is measured once more with a higher
     top, and one that ran out of steps with its bracket still wider than `precision` is measured once more in
-    that bracket (`remeasure_censored`), so that the fit takes neither a lower bound nor a bracket's bottom for
+    that bracket (`params.measure_again`), so that the fit takes neither a lower bound nor a bracket's bottom for
     the MST.
 
     The held-out configuration is the one with the most replicas and, among those, the largest ND_max (the
@@ -289,14 +288,13 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     results = []
     for cfg in configs:
         r = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step)
-        again_wanted = remeasure_censored and params.measure_again
-        if not r.bounded and again_wanted:
+        if not r.bounded and params.measure_again:
             # every rate tried held: the MST is only known to be at least r.mst. Measure it again with a top
             # CENSORED_TOP_SCALE times higher, starting from what held, so the model is fitted on a bracketed MST.
             again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, top_scale=CENSORED_TOP_SCALE,
                                 sustained=r.mst)
             r = _measured_again(r, again)
-        elif again_wanted and (failed := unconverged_top(r, params)) is not None:
+        elif params.measure_again and (failed := unconverged_top(r, params)) is not None:
             # the steps ran out with the bracket [MST, failed] still wider than `precision` (a rate failed and
             # the search fell back far below it): search that bracket again rather than keep its bottom
             again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, sustained=r.mst, top=failed)

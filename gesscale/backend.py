@@ -43,6 +43,11 @@ class Backend(ABC):
     def current(self) -> Placement:
         """The nodes hosting replicas now."""
 
+    # A placement that adds and removes nodes at once is applied adding first, then removing (capacity never
+    # drops), in one change: the loop then makes a move in one `apply` (else in two: the grown placement, then
+    # the target).
+    moves_add_first: bool = False
+
     @abstractmethod
     def observe(self) -> Observation:
         """Measure the next control period (blocks until it has passed); `ObservationUnavailable` if nothing was."""

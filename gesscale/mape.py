@@ -26,6 +26,13 @@ for its pause); it moves at a later period once there is room. Without a spare n
 the schedulable nodes bound the replica count, so a replica on a node no longer schedulable is removed (`place`
 removes those first). No move during the warm-up.
 
+A rise not yet confirmed: with a measured view of the network (`network_unconfirmed`), a period whose used
+links rose in the last round of probes, by more than the move threshold, but not in the view yet (the smoother
+takes a step after its second sample), keeps its placement without asking a latency-aware policy (`_held`): its
+back pressure may be the rise's own, and the next round says whether to move. A backend that adds before it
+removes in one change (`Backend.moves_add_first`, the testbed's live strategy) makes a move in one `apply`;
+otherwise the loop applies the grown placement first, then the target.
+
 The network: with `network` (a function of the time the backend reports, e.g. `latency_map.at` in the
 simulator, whose clock counts seconds from the start of the run), the policies see the map in force at each
 period, as a network monitor would report it; without it, the map given stays in force for the whole run. In
@@ -82,6 +89,7 @@ class ControlLoop:
         on_step: Callable[[StepRecord], None] | None = None,
         network: Callable[[float], LatencyMap] | None = None,
         network_log: Callable[[float], tuple[LatencyChange, ...]] | None = None,
+        network_unconfirmed: Callable[[float], tuple[tuple[str, str], ...]] | None = None,
         input_end_s: float | None = None,
     ) -> None:
         self.backend = backend
@@ -89,6 +97,7 @@ class ControlLoop:
         self.latency_map = latency_map
         self.network = network
         self.network_log = network_log
+        self.network_unconfirmed = network_unconfirmed
         self.current_map = latency_map  # the map in force at the last period
         self.graph = latency_map.placement_graph()
         self.config = config
@@ -175,8 +184,11 @@ class ControlLoop:
         """Monitor, analyse, plan and execute one period."""
         obs = self.backend.observe()
         ctx = self.context(obs.time_s, obs)
+        held = None if obs.lost else self._held(obs)
         if obs.lost:
             decision = self._replace(obs, ctx)
+        elif held is not None:
+            decision = held
         else:
             decision = place(self.policy.decide(obs, ctx), obs.replicas, ctx, self.policy.latency_aware)
             if not decision.add and not decision.remove and not ctx.in_warmup:
@@ -207,7 +219,7 @@ class ControlLoop:
             )
             if not self.config.recommend_only:
                 pause = 0.0
-                if move:  # add first, then remove: capacity never drops
+                if move and not self.backend.moves_add_first:  # add first, then remove: capacity never drops
                     grown = obs.replicas + decision.add
                     self._save(pending=Placement(grown, self.current_map.nd_max(grown)), pending_time_s=obs.time_s)
                     pause += self.backend.apply(Placement(grown, self.current_map.nd_max(grown)),
@@ -225,6 +237,27 @@ class ControlLoop:
         if self.on_step:
             self.on_step(record)
         return record
+
+    def _held(self, obs: Observation) -> Decision | None:
+        """The decision of a period whose used links rose in the last round of probes without the measured view
+        having taken the rise yet (`network_unconfirmed`): keep the placement and do not ask the policy; or None.
+
+        The period's back pressure may be the rise's own (every micro-batch waits for its slowest executor): a
+        policy asked now would learn a point labelled with the old ND_max and scale up beside the degraded
+        links, and a live scale-up blocks the loop for tens of seconds, past the round that confirms the rise and
+        would have moved the replica instead (live, issue 32: the period 7 s after fog1's +60 ms scaled up to a
+        third node, and the move followed 51 s later). The cost: one period's delay when the rise was a single
+        outlier. Only for a latency-aware policy, and only for pairs of used nodes (they make ND_max); the
+        threshold is the move's."""
+        if self.network_unconfirmed is None or not self.policy.latency_aware or obs.n < 2:
+            return None
+        used = set(obs.replicas)
+        rose = [p for p in self.network_unconfirmed(self.config.move_threshold_ms) if p[0] in used and p[1] in used]
+        if not rose:
+            return None
+        pairs = ", ".join(f"{a}-{b}" for a, b in rose)
+        return Decision(obs.n, f"hold: the links {pairs} rose by more than {self.config.move_threshold_ms:g} ms in "
+                               "the last round of probes, not confirmed yet; the policy decides at the next period")
 
     def _replace(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """The decision of a period in which replicas were lost: add as many, placed as the policy places."""

@@ -145,6 +145,19 @@ class MeasuredLatency:
             self._by_time[time_s] = (*self._by_time.get(time_s, ()), *out)
         return out
 
+    def unconfirmed(self, threshold_ms: float) -> tuple[tuple[str, str], ...]:
+        """The pairs whose last round's sample rose above their smoothed RTT by more than `threshold_ms`: a rise
+        the smoother has not taken yet (it takes a step up after two samples of it, so a rise first shows here,
+        one round early). An outlier shows here too, for one round. Used by the control loop to hold a scale-up
+        beside links that may have just degraded (`gesscale.mape`). Empty before the second round: a pair's
+        first sample is taken as is."""
+        if self._rounds < 2:
+            return ()
+        last = self._samples[(self._rounds - 1) % len(self._samples)]
+        with np.errstate(invalid="ignore"):
+            rose = ~np.isnan(last) & ~np.isnan(self.smoothed_ms) & (last - self.smoothed_ms > threshold_ms)
+        return tuple((self.names[i], self.names[j]) for i, j in zip(*np.nonzero(np.triu(rose, 1)), strict=True))
+
     def changes_until(self, time_s: float) -> tuple[LatencyChange, ...]:
         """The changes logged by the rounds up to `time_s` that were not handed out before, each with the time of
         its round: the loop's `network_log` (a round may run while a reconfiguration blocks the loop, as the live

@@ -101,6 +101,8 @@ class RunnerHooks:
     and the measured timing). `on_error(err)`: told of a failed reconfiguration or a missing observation
     before the runner goes on to the next period (None: logged as a warning). `network_log(t)`: the changes
     the controller's measured view of the network logged at `t`, kept in the period's record (`ControlLoop`).
+    `network_unconfirmed(threshold_ms)`: the pairs of nodes whose links the measured view saw rise in its last
+    round but has not taken yet (`ControlLoop`: a scale-up beside them is held for a period).
     """
 
     network: Callable[[float], LatencyMap] | None = None
@@ -108,6 +110,7 @@ class RunnerHooks:
     log_fields: Callable[[Reconfiguration], dict[str, Any]] | None = None
     on_error: Callable[[Exception], None] | None = None
     network_log: Callable[[float], tuple[LatencyChange, ...]] | None = None
+    network_unconfirmed: Callable[[float], tuple[tuple[str, str], ...]] | None = None
 
 
 class LiveRunner:
@@ -141,7 +144,8 @@ class LiveRunner:
         self.model_from = "state" if resumed_model else ("file" if initial_model is not None else "")
         self.loop = ControlLoop(backend, self.policy, latency_map, config, state_path=self.state_path,
                                 on_step=self._on_step, network=self.hooks.network,
-                                network_log=self.hooks.network_log)
+                                network_log=self.hooks.network_log,
+                                network_unconfirmed=self.hooks.network_unconfirmed)
         if self.model_from == "file" and self.resumed:
             # The resumed state held no fitted model (a run that never measured): the file's model stands.
             start_from_model(self.policy, initial_model)  # type: ignore[arg-type]

@@ -114,6 +114,12 @@ class NetworkView:
         `MeasuredLatency.changes_until`); None for `map`."""
         return self.measured.changes_until if self.measured is not None else None
 
+    @property
+    def unconfirmed(self) -> Callable[[float], tuple[tuple[str, str], ...]] | None:
+        """The pairs the measured view saw rise in its last round but has not taken yet
+        (`ControlLoop(network_unconfirmed=...)`: `MeasuredLatency.unconfirmed`); None for `map`."""
+        return self.measured.unconfirmed if self.measured is not None else None
+
 
 def network_view(scenario: Scenario, source: str) -> NetworkView:
     """The controller's view for `latency_source` `source`: `map`, the operator's map in force
@@ -165,7 +171,7 @@ def run_once(scenario: Scenario, policy_id: str, seed: int, keep_history: bool =
             on_step(record, policy)
 
     loop = ControlLoop(backend, policy, seen.latency_map, config, oracle_demand=oracle, network=seen.network,
-                       network_log=seen.log,
+                       network_log=seen.log, network_unconfirmed=seen.unconfirmed,
                        on_step=step_hook if timed or on_step is not None else None,
                        input_end_s=float(backend.input_end) if scenario.input_end_known else None)
     until: Callable[[], bool] | None = None

@@ -104,3 +104,59 @@ def test_an_experiment_measures_when_its_controller_says_so_and_its_decision_log
              **spec.controller)
     logged = {row["t_s"]: row["network"] for row in log.rows if row["network"]}
     assert list(logged) == [420.0] and "pi03-pi04 6.9 -> 66.9 ms" in logged[420.0]
+
+
+class UpAfter:
+    """A latency-aware policy that asks for one more replica at every period from `t_s` on (back pressure), and
+    records when it was asked."""
+
+    id = "up-after-test"
+    latency_aware = True
+    instant = False
+
+    def __init__(self, t_s: float) -> None:
+        self.t_s, self.asked = t_s, []
+
+    def decide(self, obs, ctx):  # noqa: ANN001, ANN201 - the Policy interface
+        from gesscale.observation import Decision
+
+        self.asked.append(obs.time_s)
+        return Decision(obs.n + 1 if obs.time_s >= self.t_s else obs.n, "test")
+
+    def state_dict(self) -> dict:
+        return {}
+
+
+def held_loop(sc: object, policy: object, hold: bool) -> ControlLoop:
+    seen = network_view(sc, "measured")
+    backend = SimBackend(sc, seed=1, measured=seen.measured)
+    config = ControllerConfig(control_period_s=PERIOD, warmup_s=0, min_replicas=1, max_replicas=4,
+                              latency_source="measured")
+    return ControlLoop(backend, policy, seen.latency_map, config, network=seen.network, network_log=seen.log,
+                       network_unconfirmed=seen.unconfirmed if hold else None)
+
+
+def test_a_scale_up_beside_links_whose_rise_is_not_confirmed_yet_is_held_a_period_then_a_move() -> None:
+    sc = pi10([{"t_s": 330, "node": "pi04", "add_rtt_ms": 60}])  # pi03-pi04: 6.9 -> 66.9 ms
+    policy = UpAfter(360)
+    loop = held_loop(sc, policy, hold=True)
+    records = {r.observation.time_s: r for r in (loop.step() for _ in range(8))}
+    held = records[360.0]  # the first round after the rise: one sample of it, not in the view yet
+    assert held.reconfiguration is None and held.decision.reason.startswith("hold: the links pi03-pi04 rose")
+    assert 360.0 not in policy.asked  # the policy does not learn from the period the rise distorted
+    move = records[420.0].reconfiguration  # the second round takes the rise: the scale-up becomes a move
+    assert move is not None and move.kind == "move" and move.removed == ("pi04",) and move.added == ("pi05",)
+    assert [r.reconfiguration.kind for r in records.values() if r.reconfiguration][0] == "move"
+
+    blind = held_loop(sc, UpAfter(360), hold=False)  # without the hold: a scale-up beside pi04 first
+    first = next(r.reconfiguration for r in (blind.step() for _ in range(8)) if r.reconfiguration)
+    assert first.kind == "up" and first.time_s == 360.0 and "pi04" in first.nodes
+
+
+def test_a_rise_between_a_used_and_an_unused_node_holds_nothing() -> None:
+    sc = pi10([{"t_s": 330, "node": "pi07", "add_rtt_ms": 60}])  # pi07 hosts no replica
+    policy = UpAfter(360)
+    loop = held_loop(sc, policy, hold=True)
+    records = {r.observation.time_s: r for r in (loop.step() for _ in range(7))}
+    assert 360.0 in policy.asked and records[360.0].reconfiguration is not None
+    assert records[360.0].reconfiguration.kind == "up"

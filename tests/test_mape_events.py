@@ -145,3 +145,29 @@ def test_without_a_spare_node_nothing_moves_and_a_leaving_replica_is_the_one_rem
     ctl.step()
     rec = ctl.step().reconfiguration  # one schedulable node bounds the count: the replica on the leaving node goes
     assert rec is not None and rec.kind == "down" and rec.removed == ("a",) and sim.current().nodes == ("b",)
+
+
+class OneChangeMoves(SimBackend):
+    """A backend that adds before it removes within one change (the testbed's): the loop moves in one apply."""
+
+    moves_add_first = True
+
+    def __init__(self, sc: object) -> None:
+        super().__init__(sc)  # type: ignore[arg-type]
+        self.applied: list[tuple[str, ...]] = []
+
+    def apply(self, placement, instant=False):  # noqa: ANN001, ANN201 - Backend.apply
+        self.applied.append(tuple(placement.nodes))
+        return super().apply(placement, instant)
+
+
+def test_a_backend_that_adds_before_it_removes_gets_a_move_as_one_change() -> None:
+    sc = scenario([DEGRADE_A])
+    backend = OneChangeMoves(sc)
+    lmap = sc.latency_map
+    ctl = ControlLoop(backend, Keep(), lmap, ControllerConfig(control_period_s=10, warmup_s=0, max_replicas=4),
+                      network=lmap.at)
+    ctl.step()
+    rec = ctl.step().reconfiguration
+    assert rec is not None and rec.kind == "move" and rec.nodes == ("b", "d")
+    assert backend.applied == [("b", "d")] and rec.pause_s == 20.0  # one change, one pause (two with SimBackend)

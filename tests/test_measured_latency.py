@@ -156,3 +156,28 @@ def test_a_map_too_large_to_probe_all_to_all_is_refused_for_measured_sources() -
            "workload": {"kind": "steps", "levels": [10], "step_s": 60}, "controller": {"latency_source": "both"}}
     with pytest.raises(UserError, match=r"^s.yaml: controller: 'latency_source' both: every pair is measured"):
         scenario_from_dict(doc, "s.yaml")
+
+
+def test_a_rise_shows_as_unconfirmed_for_the_one_round_before_the_smoother_takes_it() -> None:
+    m = MeasuredLatency(prior(), "measured")
+    m.add(0.0, rtts(ab=70))  # a first sample is taken as is: nothing to confirm
+    assert m.unconfirmed(10.0) == () and ab(m) == 70
+    m.add(10.0, rtts())
+    m.add(20.0, rtts())
+    assert m.unconfirmed(10.0) == ()
+    m.add(30.0, rtts(ab=70))  # the rise's first sample: not in the view, shown as unconfirmed
+    assert ab(m) == 10 and m.unconfirmed(10.0) == (("a", "b"),) and m.unconfirmed(60.0) == ()
+    m.add(40.0, rtts(ab=70))  # its second: taken, so no longer unconfirmed
+    assert ab(m) == 70 and m.unconfirmed(10.0) == ()
+
+
+def test_an_outlier_is_unconfirmed_for_one_round_and_a_fall_never() -> None:
+    m = MeasuredLatency(prior(), "measured")
+    for t in range(3):
+        m.add(10.0 * t, rtts())
+    m.add(30.0, rtts(ac=90))
+    assert m.unconfirmed(10.0) == (("a", "c"),)
+    m.add(40.0, rtts())  # the outlier is gone: the view never moved
+    assert m.unconfirmed(10.0) == () and float(m.smoothed_ms[0, 2]) == 40
+    m.add(50.0, rtts(bc=5))  # a fall is not a rise
+    assert m.unconfirmed(10.0) == ()

@@ -120,6 +120,10 @@ def first_batch_started_after(batches: list[BatchRecord], t: float) -> float | N
 class LocalBackend(Backend):
     """Spark standalone on this machine: fog nodes as budgeted workers, the job through its scaling hook."""
 
+    # A move is one change: the live strategy adds the new executor (warmed) before it removes the old one and
+    # waits once for the first batch after both; the restart strategy restarts the job once, not twice.
+    moves_add_first = True
+
     def __init__(self, fleet: Fleet, job: TestbedJob, latency_map: LatencyMap, *, strategy: str = "live",
                  control_period_s: float = 10.0, input_end: Any = None, settle_timeout_s: float = 120.0,
                  warm: bool = True, wan: Any = None, schedule: bool = True,
@@ -408,11 +412,11 @@ class LocalBackend(Backend):
             self._removed.difference_update(add)
             self._removed.update(remove)
         t_start = time.time()
-        if self.strategy == "live":
-            for node in remove:
-                self._live_remove(node)
+        if self.strategy == "live":  # add first, then remove: a move never drops capacity (`moves_add_first`)
             for node in add:
                 self._live_add(node)
+            for node in remove:
+                self._live_remove(node)
         else:
             self._restart(want, add, remove)
         t_end = time.time()
@@ -422,7 +426,7 @@ class LocalBackend(Backend):
         self._last_end = self._input_end()
         self._last_cpu = {n: self.fleet.cpu_seconds(n) for n in self.fleet.names}
         self.log.poll()
-        kind = "up" if len(want) > len(before) else "down"
+        kind = "move" if add and remove else "up" if len(want) > len(before) else "down"
         started = t_start - self.fleet.state.t0
         rec = Reconfiguration(time_s=started, kind=kind, added=tuple(add), removed=tuple(remove), nodes=want,
                               nd_max_ms=self.nd_max(want), pause_s=pause, strategy=self.strategy,

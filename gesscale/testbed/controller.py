@@ -56,8 +56,9 @@ def testbed_hooks(backend: LocalBackend, latency_map: LatencyMap, monitor: Laten
     periods' records."""
     network: Callable[[float], LatencyMap] | None = None
     network_log = None
+    unconfirmed = None
     if monitor is not None:
-        network, network_log = monitor.network, monitor.network_log
+        network, network_log, unconfirmed = monitor.network, monitor.network_log, monitor.unconfirmed
     elif latency_map.change_times:  # the policy sees the map in force, as the emulation applies it
         to_map = map_time(backend)
 
@@ -68,7 +69,8 @@ def testbed_hooks(backend: LocalBackend, latency_map: LatencyMap, monitor: Laten
         measured = backend.reconfigurations[-1] if backend.reconfigurations else None
         return rec.with_measurement(measured, strategy=backend.strategy).to_dict()
 
-    return RunnerHooks(network=network, effective_at=backend.now_s, log_fields=log_fields, network_log=network_log)
+    return RunnerHooks(network=network, effective_at=backend.now_s, log_fields=log_fields, network_log=network_log,
+                       network_unconfirmed=unconfirmed)
 
 
 def live_monitor(backend: LocalBackend, wan: Any, prior_map: LatencyMap, source: str, period_s: float,

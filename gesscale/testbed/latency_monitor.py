@@ -217,6 +217,13 @@ class LatencyMonitor:
                 self._seen = (view, view.subset(self.fog))
             return self._seen[1]
 
+    def unconfirmed(self, threshold_ms: float) -> tuple[tuple[str, str], ...]:
+        """The loop's `network_unconfirmed` hook: the pairs of fog nodes whose last round rose above their smoothed
+        RTT by more than `threshold_ms`, not yet taken (`MeasuredLatency.unconfirmed`)."""
+        fog = set(self.fog)
+        with self._lock:
+            return tuple(p for p in self.measured.unconfirmed(threshold_ms) if p[0] in fog and p[1] in fog)
+
     def network_log(self, time_s: float) -> tuple[LatencyChange, ...]:
         """The loop's `network_log` hook: the changes logged since the loop last asked (by the rounds of its
         period, the background ones included), each with the time of the round that logged it."""

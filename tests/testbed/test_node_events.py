@@ -530,3 +530,15 @@ def test_the_control_loop_replaces_a_partitioned_replica_once_spark_declared_it_
     be.started_s = time.time() - 400.0  # healed: fog2 is a candidate again, and nothing came back by itself
     assert ready(be)["fog2"] is True and loop.step().reconfiguration is None
     assert be.current().nodes == ("fog1", "fog3")
+
+
+def test_a_move_adds_the_new_executor_before_it_removes_the_old_one_in_one_change(tmp_path: Path) -> None:
+    be, fleet, hook = backend(tmp_path, None, ["fog1", "fog2"])
+    calls: list[str] = []
+    add, remove = hook.add, hook.remove
+    hook.add = lambda host, **kw: (calls.append(f"add {host}"), add(host, **kw))[1]  # type: ignore[method-assign]
+    hook.remove = lambda ids, **kw: (calls.append(f"remove {ids}"), remove(ids, **kw))[1]  # type: ignore[method-assign]
+    be.apply(Placement(("fog1", "fog3"), 5.0))
+    assert calls == ["add 127.0.0.33", "remove ['1']"]  # capacity never drops: three executors in between
+    assert be.current().nodes == ("fog1", "fog3") and fleet.stopped == ["fog2"]
+    assert [r.kind for r in be.reconfigurations] == ["move"] and LocalBackend.moves_add_first

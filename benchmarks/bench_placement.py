@@ -85,10 +85,16 @@ def main() -> None:
     args = ap.parse_args()
     if args.analyse:
         try:
-            rows = combine_rows([json.loads(f.read_text()) for f in args.analyse])
+            docs = [json.loads(f.read_text()) for f in args.analyse]
+            rows = combine_rows(docs)
+            sites = {d.get("site") for d in docs}
+            if len(sites) != 1 or None in sites:
+                raise ValueError(f"the files name different sites or none ({sorted(map(str, sites))})")
+            with_site_rtts(rows, load_latency_map(args.map), sites.pop())
         except (OSError, ValueError, KeyError) as err:
             ap.error(f"--analyse: {err}")
         print_model_report(rows)
+        print_model_report(rows, variable="site_rtt_ms")
         return
 
     from gesscale.cli.query_option import checked_query
@@ -156,6 +162,7 @@ def main() -> None:
             print(f"{n:>2} {kind:<6} {'+'.join(cfg):<28} {rs[0].nd_max_ms:>9.1f} {mst:>9} "
                   f"{'' if ratio is None else f'{ratio:.3f}':>6}")
             rows.append({"n": n, "kind": kind, "nodes": list(cfg), "nd_max_ms": rs[0].nd_max_ms,
+                         "site_rtt_ms": site_rtt(lmap, cfg, site),
                          "mst": [r.mst for r in rs], "bounded": [r.bounded for r in rs], "over_near": ratio,
                          "remeasured_from": [r.remeasured_from for r in rs],
                          "median_random_nd_max_ms": median_random_nd_max(lmap, lmap.names, n, args.seed)})
@@ -167,6 +174,7 @@ def main() -> None:
     print(f"\nmodel ({m.form_reason_}): {m!r}")
     print(f"held-out check: {json.dumps(cal.holdout, default=str)}")
     print_model_report(rows)
+    print_model_report(rows, variable="site_rtt_ms")
     print(f"written {args.out / 'placement.json'}")
 
 
@@ -189,15 +197,41 @@ def combine_rows(docs: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["n"], r["nd_max_ms"]))
 
 
-def print_model_report(rows: list[dict]) -> None:
+def site_rtt(lmap: LatencyMap, nodes: tuple[str, ...] | list[str], site: str) -> float:
+    """The largest RTT (ms) from a node of the placement to the site (broker and driver): 0 on the site itself."""
+    return max((lmap.rtt(v, site) if v != site else 0.0) for v in nodes)
+
+
+def with_site_rtts(rows: list[dict], lmap: LatencyMap, site: str) -> None:
+    """Give every row its `site_rtt_ms` from `lmap` (the run's map: ValueError if its ND_max disagree with the
+    rows', or a node or the site is not in it)."""
+    missing = sorted({v for r in rows for v in r["nodes"]} - set(lmap.names) | ({site} - set(lmap.names)))
+    if missing:
+        raise ValueError(f"{', '.join(missing)} not in the map {lmap.source}: give the run's --map")
+    for r in rows:
+        if abs(lmap.nd_max(r["nodes"]) - r["nd_max_ms"]) > 0.05:
+            raise ValueError(f"{'+'.join(r['nodes'])}: ND_max {r['nd_max_ms']} ms in the file, "
+                             f"{lmap.nd_max(r['nodes']):g} ms on {lmap.source}: give the run's --map")
+        r["site_rtt_ms"] = site_rtt(lmap, r["nodes"], site)
+
+
+VARIABLES = {"nd_max_ms": "ND_max (the paper's variable)",
+             "site_rtt_ms": "the farthest RTT to the site in place of ND_max"}
+
+
+def print_model_report(rows: list[dict], variable: str = "nd_max_ms") -> None:
     """Every form's leave-one-out errors over the configurations of `rows` (repeats averaged), what `auto`
     chooses, and each far placement held out with all its repeats: fitted on the others (each form, and `auto`
-    choosing among them on the others alone), predicted, compared with its mean measured MST."""
+    choosing among them on the others alone), predicted, compared with its mean measured MST.
+
+    `variable` is the latency the forms take: `nd_max_ms` (the model's), or `site_rtt_ms`, the farthest RTT from
+    a replica to the site (broker and driver), which the forms fit the same way in its place (an analysis only:
+    the controllers' model and placement take ND_max)."""
     from gesscale.model import AUTO, FORMS, Measurement, PerformanceModel
 
-    points = [Measurement(r["n"], r["nd_max_ms"], m) for r in rows for m in r["mst"] if m > 0]
+    points = [Measurement(r["n"], r[variable], m) for r in rows for m in r["mst"] if m > 0]
     censored = sum(1 for r in rows for b in r["bounded"] if not b)
-    print(f"\nmodel forms on {len(rows)} configurations, {len(points)} measurements"
+    print(f"\nmodel forms with {VARIABLES[variable]}, on {len(rows)} configurations, {len(points)} measurements"
           f"{f', {censored} censored (a lower bound only)' if censored else ', none censored'}:")
     auto = PerformanceModel(form=AUTO).fit(points)
     print(f"  auto: {auto.form_reason_}")
@@ -209,13 +243,13 @@ def print_model_report(rows: list[dict]) -> None:
         if row["kind"] != "far" or not row["mst"]:
             continue
         measured = sum(row["mst"]) / len(row["mst"])
-        train = [p for p in points if not (p.n == row["n"] and round(p.nd_max_ms, 1) == round(row["nd_max_ms"], 1))]
+        train = [p for p in points if not (p.n == row["n"] and round(p.nd_max_ms, 1) == round(row[variable], 1))]
         cells = []
         for form in (AUTO, *FORMS):
             m = PerformanceModel(form=form).fit(train)
-            err = (m.predict(row["n"], row["nd_max_ms"]) - measured) / measured
+            err = (m.predict(row["n"], row[variable]) - measured) / measured
             cells.append(f"{form if form != AUTO else 'auto (' + m.form_ + ')'} {err:+.1%}")
-        print(f"  far n = {row['n']} {'+'.join(row['nodes'])} (ND_max {row['nd_max_ms']:.1f} ms, measured "
+        print(f"  far n = {row['n']} {'+'.join(row['nodes'])} ({variable} {row[variable]:.1f} ms, measured "
               f"{measured:.0f}/s) held out: " + ", ".join(cells))
 
 

@@ -1,0 +1,69 @@
+"""benchmarks/bench_placement.py --analyse: every form fitted with ND_max and with the farthest RTT to the site in
+its place, on the measurements of earlier runs (docs/calibration.md, "Measured live")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gesscale.latency_map import load_latency_map
+
+ROOT = Path(__file__).resolve().parents[1]
+RHINE6 = ROOT / "inventory/latency/rhine6.yaml"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_placement  # noqa: E402
+
+
+def test_the_site_rtt_of_a_placement_is_its_farthest_node_from_the_site_and_0_on_the_site() -> None:
+    lmap = load_latency_map(RHINE6)
+    assert bench_placement.site_rtt(lmap, ("fog2",), "fog2") == 0.0
+    assert bench_placement.site_rtt(lmap, ("fog2", "fog4"), "fog2") == lmap.rtt("fog4", "fog2")
+    far = ("fog4", "fog5", "fog6")
+    assert bench_placement.site_rtt(lmap, far, "fog2") == max(lmap.rtt(v, "fog2") for v in far)
+
+
+def doc(lmap: object, site: str = "fog2") -> dict:
+    """A placement.json whose MSTs follow the per-replica form in the site RTT exactly."""
+    configs = [("fog3",), ("fog3", "fog1"), ("fog1", "fog5"), ("fog4", "fog6"), ("fog3", "fog1", "fog2"),
+               ("fog1", "fog5", "fog6"), ("fog2", "fog3", "fog1", "fog6")]
+    rows = []
+    for k, nodes in enumerate(configs):
+        d = bench_placement.site_rtt(lmap, nodes, site)
+        mst = 400 * len(nodes) ** 0.8 - 2.0 * len(nodes) * d
+        rows.append({"n": len(nodes), "kind": "far" if k == 3 else "near", "nodes": list(nodes),
+                     "nd_max_ms": lmap.nd_max(nodes), "mst": [mst, mst], "bounded": [True, True]})
+    return {"site": site, "rows": rows}
+
+
+def analyse(tmp_path: Path, data: dict, *extra: str) -> subprocess.CompletedProcess:
+    f = tmp_path / "placement.json"
+    f.write_text(json.dumps(data))
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks/bench_placement.py"), "--analyse", str(f),
+                           "--map", str(RHINE6), *extra], capture_output=True, text=True, timeout=120)
+
+
+def test_analyse_fits_every_form_on_nd_max_and_on_the_site_rtt(tmp_path: Path) -> None:
+    out = analyse(tmp_path, doc(load_latency_map(RHINE6)))
+    assert out.returncode == 0, out.stderr
+    nd, site = out.stdout.split("model forms with the farthest RTT to the site")
+    assert "model forms with ND_max" in nd
+    per_replica = next(line for line in site.splitlines() if line.strip().startswith("per-replica"))
+    assert "median |error| 0.0%" in per_replica  # the points are that form in that variable, exactly
+    assert "far n = 2 fog4+fog6 (site_rtt_ms" in site
+
+
+@pytest.mark.parametrize("break_it", ["node", "nd", "site"])
+def test_analyse_refuses_a_map_that_is_not_the_runs(tmp_path: Path, break_it: str) -> None:
+    data = doc(load_latency_map(RHINE6))
+    if break_it == "node":
+        data["rows"][0]["nodes"] = ["nowhere"]
+    elif break_it == "nd":
+        data["rows"][1]["nd_max_ms"] += 5
+    else:
+        del data["site"]
+    out = analyse(tmp_path, data)
+    assert out.returncode == 2 and "--analyse:" in out.stderr and "Traceback" not in out.stderr

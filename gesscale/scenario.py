@@ -22,13 +22,14 @@ from gesscale.schema import check_keys, number
 from gesscale.workloads import WORKLOAD_KINDS, check_workload
 from gesscale.yamlfile import read_yaml
 
-RECONFIG_KINDS = ("up", "down")
+RECONFIG_KINDS = ("up", "down", "move")  # a move: added first, then removed, in one change (the testbed's)
 RECONFIG_TIMING_KEYS = ("effective_s", "pause_s", "observation_gap_s", "per_node")
 
 
 @dataclass(frozen=True)
 class ReconfigTiming:
-    """How one kind of reconfiguration (`up` or `down`) behaves on the platform, as a live run measured it.
+    """How one kind of reconfiguration (`up`, `down`, or `move`: a node added first, then one removed, in one
+    change) behaves on the platform, as a live run measured it.
 
     From the decision, the configuration being left keeps serving (at the smaller capacity of the old and the
     new one) until `effective_s - pause_s`, then nothing is processed for `pause_s`, and from `effective_s` the new
@@ -110,7 +111,7 @@ class GroundTruth:
     initial_nodes: tuple[str, ...] | None = None
 
     def timing(self, kind: str) -> ReconfigTiming:
-        """The timing of a reconfiguration of `kind` (`up` or `down`)."""
+        """The timing of a reconfiguration of `kind` (`up`, `down` or `move`)."""
         if self.reconfig and kind in self.reconfig:
             return self.reconfig[kind]
         return ReconfigTiming(effective_s=self.reconfig_pause_s, pause_s=self.reconfig_pause_s)

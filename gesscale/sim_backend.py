@@ -366,6 +366,12 @@ class SimBackend(Backend):
         lost, self._lost = tuple(self._lost), []
         return lost
 
+    @property
+    def moves_add_first(self) -> bool:  # type: ignore[override]
+        """A move in one change when the operator has a measured move timing (the twin of a testbed run, whose
+        moves are one change: `operator.reconfig.move`); else two, each with its direction's timing."""
+        return bool(self.truth.reconfig and "move" in self.truth.reconfig)
+
     def apply(self, placement_: Placement, instant: bool = False) -> float:
         """Switch to the new nodes with the timing of the change's kind (module docstring); no pause, no delay
         and no observation gap when `instant`. Returns the pause (s)."""
@@ -374,8 +380,9 @@ class SimBackend(Backend):
         new = tuple(placement_.nodes)
         if set(new) == old:
             return 0.0
-        kind = "up" if len(new) > len(old) else "down"
-        changed = len(set(new) - old) if kind == "up" else len(old - set(new))
+        added, removed = set(new) - old, old - set(new)
+        kind = "move" if added and removed and self.moves_add_first else "up" if len(new) > len(old) else "down"
+        changed = 1 if kind == "move" else len(added) if kind == "up" else len(removed)
         timing = self.truth.timing(kind).for_nodes(changed)
         pause = 0 if instant else int(round(timing.pause_s))
         effective = 0 if instant else max(pause, int(round(timing.effective_s)))

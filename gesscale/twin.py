@@ -28,11 +28,12 @@ partitions, flaps, crashes, leaves, joins, churn; docs/events.md) go into the tw
 twin's clock (`twin_events`), and the network its controller saw (`latency_source`) into `controller:`, so that
 the twin's controller meets the same degradation or crash at the same instant of the run.
 
-Per direction (up, down), the medians of the effective delays (per node added or removed), pauses and gaps
-become the scenario's `operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays
-(`gesscale.sim_backend`). The twin ends as a demo run ends (`after_drain`, `gesscale.run_end`) and its controller
-is not told when the input ends (`input_end_known: false`). The configuration of the run (latency map, bounds,
-warm-up) is given by the caller. Pure: no I/O.
+Per direction (up, down, and move: a replica moved in one change, as the testbed does it), the medians of the
+effective delays (per node added or removed; per move), pauses and gaps become the scenario's
+`operator.reconfig` (`gesscale.scenario.ReconfigTiming`), which the simulator plays (`gesscale.sim_backend`;
+with a measured move, it moves in one change too). The twin ends as a demo run ends (`after_drain`,
+`gesscale.run_end`) and its controller is not told when the input ends (`input_end_known: false`). The
+configuration of the run (latency map, bounds, warm-up) is given by the caller. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def timing_by_kind(changes: Sequence[MeasuredChange]) -> dict[str, dict[str, Any
     when none does), then the median pause and the median observation gap beyond the delay (the gap at least the
     delay: the live loop observes nothing until the change is effective)."""
     out: dict[str, dict[str, Any]] = {}
-    for kind in ("up", "down"):
+    for kind in ("up", "down", "move"):  # a move (same count before and after): per change, never per node
         mine = [c for c in changes if c.kind == kind]
         if not mine:
             continue

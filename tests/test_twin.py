@@ -201,3 +201,31 @@ def test_a_changes_delay_is_per_node_added_or_removed() -> None:
     assert after.time_s - start.time_s == round(up.gap_s)
     sim.apply(Placement(tuple(names[:2]), LMAP_RHINE.nd_max(tuple(names[:2]))))
     assert sim.reconfigurations[-1].effective_s - sim.reconfigurations[-1].started_s == round(down.delay_s)
+
+
+MOVE = [json.loads(line) for line in (DATA / "live_move_periods.jsonl").read_text().splitlines()]
+MOVE_RECONFIGURATIONS = [json.loads(line) for line in
+                         (DATA / "live_move_reconfigurations.jsonl").read_text().splitlines()]
+MOVE_MODEL = json.loads((DATA / "live_move_model.json").read_text())
+RHINE6 = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
+
+
+def test_a_recorded_live_move_is_the_twins_move_timing_and_the_simulator_moves_in_one_change() -> None:
+    # tests/data/live_move_*: issue 32's degradation run on 31dedd1 (the testbed moved fog1 -> fog2 in one change,
+    # added and warmed first: 51.7 s from its start to the first batch of fog3+fog2)
+    (move,) = MOVE_RECONFIGURATIONS
+    scenario, measured = build_twin(MOVE, MOVE_RECONFIGURATIONS, MOVE_MODEL, RHINE6.to_dict(), 4, 10.0, 10.0,
+                                    min_replicas=2)
+    timing = scenario["operator"]["reconfig"]
+    assert list(timing) == ["move"] and [c["kind"] for c in measured["changes"]] == ["move"]
+    assert timing["move"]["effective_s"] == pytest.approx(move["effective_s"] - move["started_s"], abs=1e-3)
+    assert timing["move"]["per_node"] is False
+    sim = SimBackend(scenario_from_dict(scenario, "twin"))
+    assert sim.moves_add_first and set(sim.current().nodes) == {"fog1", "fog3"}
+    sim.observe()
+    sim.apply(Placement(("fog3", "fog2"), RHINE6.nd_max(("fog3", "fog2"))))
+    (played,) = sim.reconfigurations
+    assert played.kind == "move" and played.effective_s - played.started_s == round(timing["move"]["effective_s"])
+    # without a measured move (a twin of a run before moves were one change), two changes as before
+    scenario["operator"].pop("reconfig")
+    assert not SimBackend(scenario_from_dict(scenario, "twin")).moves_add_first

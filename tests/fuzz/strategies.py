@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gesscale.config import LATENCY_SOURCES, ControllerConfig
+from gesscale.scenario import RECONFIG_KINDS
 from gesscale.workloads import WORKLOAD_KEYS
 
 # Numbers at and beyond the edges of every declared range.
@@ -102,7 +103,7 @@ def mutated(draw: st.DrawFn, base: dict[str, Any], extra_paths: list[tuple[Any, 
     return doc
 
 
-_RECONFIG = [("operator", "reconfig", kind, key) for kind in ("up", "down")
+_RECONFIG = [("operator", "reconfig", kind, key) for kind in RECONFIG_KINDS
              for key in ("effective_s", "pause_s", "observation_gap_s", "per_node")]
 # What a live run's twin adds (gesscale/twin.py, docs/scenarios.md): the run's end, its cold start, its CPU share.
 _TWIN = [("after_drain", "periods"), ("after_drain", "max_periods"), ("input_end_known",),

@@ -184,10 +184,9 @@ class ControlLoop:
         """Monitor, analyse, plan and execute one period."""
         obs = self.backend.observe()
         ctx = self.context(obs.time_s, obs)
-        held = None if obs.lost else self._held(obs)
         if obs.lost:
             decision = self._replace(obs, ctx)
-        elif held is not None:
+        elif (held := self._held(obs)) is not None:
             decision = held
         else:
             decision = place(self.policy.decide(obs, ctx), obs.replicas, ctx, self.policy.latency_aware)

@@ -153,6 +153,13 @@ def grow(graph: Any, current: Sequence[str], candidates: Iterable[str], k: int) 
     return added
 
 
+def starting_nodes(graph: Any, candidates: Iterable[str], first: str, n: int) -> tuple[str, ...]:
+    """The `n` nodes a live run starts on: `first` (the node whose executor ran the warm-up) and the nodes nearest
+    to it, added one at a time as a scale-up adds them (`grow`), whatever the policy, so that every policy starts
+    from the same placement."""
+    return (first, *grow(graph, [first], candidates, n - 1)) if n > 1 else (first,)
+
+
 def shrink(graph: Any, current: Sequence[str], k: int) -> list[str]:
     """Remove k nodes one by one with `choose_node_to_remove`; returns the nodes removed."""
     if not isinstance(graph, nx.Graph):

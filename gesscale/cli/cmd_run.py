@@ -118,9 +118,9 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
         from gesscale.model_file import load_model_file
         from gesscale.options import parse_policy_option_args
+        from gesscale.placement import starting_nodes
         from gesscale.policies.base import make_policy
         from gesscale.testbed.controller import start_from_model
-        from gesscale.testbed.demo import starting_placement
 
         controller = dict(controller or {})
         popts = parse_policy_option_args(policy_option_args or [], [policy]).get(policy, {})
@@ -164,8 +164,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"the latency map has only {len(names)} nodes")
             console.print(f"bringing up the testbed in {run_dir}: {nodes} fog nodes at {node_cpu:g} core each ...")
             # the job starts at --min-replicas, on the first node and its nearest (the run's twin starts there too)
-            start = starting_placement(lmap.subset(names), names[0],
-                                       min(ControllerConfig(**controller).min_replicas, len(names)))
+            start = starting_nodes(lmap.subset(names).placement_graph(), names, names[0],
+                                   min(ControllerConfig(**controller).min_replicas, len(names)))
             tb = Testbed.up(TestbedConfig(run_dir=run_dir, nodes=names, node_cpu=node_cpu, bootstrap=bootstrap,
                                           initial=list(start),
                                           job=JobSettings(bootstrap=bootstrap or "", input=input_topic,

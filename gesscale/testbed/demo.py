@@ -19,14 +19,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gesscale.errors import UserError, brief
 from gesscale.options import controller_option
 from gesscale.workloads import TAXI_HOURLY_SHARE, taxi_mean_rate
-
-if TYPE_CHECKING:
-    from gesscale.latency_map import LatencyMap
 
 DUPLICATION = 3  # each ride is sent three times (distinct keys), as in Gesscale's experiments
 SIM_POLICIES = "gesscale,thr-nlunaware,thr-nlaware,mdl-nlunaware,ideal"
@@ -191,6 +188,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     from gesscale.config import ControllerConfig
     from gesscale.latency_map import event_entries, load_latency_map, read_events
     from gesscale.observation import Placement
+    from gesscale.placement import starting_nodes
     from gesscale.report import write_json
     from gesscale.run_end import DrainedEnd
     from gesscale.runner import read_reconfigurations
@@ -280,7 +278,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
             load = {"rides_per_day": opts.rides_per_day, "node_rate": round(rate, 1), "peak_load": opts.peak_load,
                     "chosen": f"peak = {opts.peak_load:g} x the {rate:.0f} records/s one node sustained in the "
                               "warm-up (saturated throughput of a drained burst)"}
-        start_nodes = starting_placement(lmap, names[0], min(config.min_replicas, opts.nodes))
+        start_nodes = starting_nodes(lmap.placement_graph(), lmap.names, names[0], min(config.min_replicas, opts.nodes))
         if len(start_nodes) > 1:  # the day starts at min_replicas, as the run's twin and the controller assume
             t_start_nodes = time.monotonic()
             say(f"starting the day at --min-replicas {len(start_nodes)}: adding "
@@ -438,17 +436,6 @@ def measure_network(tb: Any, out: Path, say: Callable[[str], None]) -> dict[str,
         + (f"; outside: {', '.join(f'{p.src}->{p.dst} {p.median_ms} ms for {p.rtt_ms:g}' for p in bad)}"
            if bad else ""))
     return doc
-
-
-def starting_placement(lmap: LatencyMap, first: str, n: int) -> tuple[str, ...]:
-    """The `n` nodes a run starts on: `first` (the node whose executor ran the warm-up) and the nodes nearest to
-    it, added one at a time by the smallest ND_max (`placement.grow`), whatever the policy: every policy starts
-    from the same placement."""
-    from gesscale import placement
-
-    if n <= 1:
-        return (first,)
-    return (first, *placement.grow(lmap.placement_graph(), [first], lmap.names, n - 1))
 
 
 def measure_node_rate(backend: Any, node: str, seconds: float, say: Callable[[str], None]) -> float:

@@ -11,10 +11,11 @@ import pytest
 from gesscale.batch_record import BatchRecord, BatchRecordError
 from gesscale.errors import UserError
 from gesscale.latency_map import load_latency_map
+from gesscale.placement import starting_nodes
 from gesscale.scenario import scenario_from_dict
 from gesscale.testbed.backend import first_batch_started_after, longest_gap
 from gesscale.testbed.controller import parse_duration, read_reconfigurations
-from gesscale.testbed.demo import DemoOptions, starting_placement
+from gesscale.testbed.demo import DemoOptions
 from gesscale.testbed.fleet import node_host
 from gesscale.testbed.job import read_batches
 from gesscale.twin import build_twin, relative_noise
@@ -213,6 +214,6 @@ def test_the_day_records_arrivals_are_counted_per_second_of_the_testbeds_clock()
 @pytest.mark.parametrize(("n", "nodes"), [(1, ("fog1",)), (2, ("fog1", "fog3")), (3, ("fog1", "fog3", "fog2"))])
 def test_a_run_starts_at_min_replicas_on_the_first_node_and_its_nearest(n: int, nodes: tuple[str, ...]) -> None:
     lmap = load_latency_map(Path(__file__).resolve().parents[2] / "inventory/latency/rhine6.yaml")
-    assert starting_placement(lmap, "fog1", n) == nodes
+    assert starting_nodes(lmap.placement_graph(), lmap.names, "fog1", n) == nodes
     others = [m for m in lmap.names if m != "fog1"]
     assert lmap.nd_max(nodes) == min(lmap.nd_max(("fog1", *rest)) for rest in combinations(others, n - 1))

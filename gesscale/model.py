@@ -5,13 +5,18 @@ n is the number of replicas and ND_max (ms) the largest RTT among the nodes that
 - `paper`:        MST = alpha * n**beta - gamma * ND_max          (Arkian et al., ICCCN 2021, eq. 3)
 - `per-replica`:  MST = alpha * n**beta - gamma * n * ND_max      (each replica pays the latency every batch)
 - `proportional`: MST = alpha * n**beta * (1 - delta * ND_max)    (latency costs a share of the capacity)
+- `per-batch`:    MST = 1 / (1 / (alpha * n**beta) + 1e-6 * gamma * ND_max)
+                  (each micro-batch, capped at a number of rows, pays its round trips once: the time per record is
+                  the compute time per record plus gamma microseconds per ms of ND_max)
 
-Each is `alpha n^beta - c h(n, ND_max, beta)` with c >= 0 (for `proportional`, c = alpha delta and
-h = n^beta ND_max), so one fit serves them all. The model is calibrated progressively from measurements
-(n, ND_max, MST) taken whenever the operator is the root of back pressure (its throughput is then its MST):
+The first three are `alpha n^beta - c h(n, ND_max, beta)` with c >= 0 (for `proportional`, c = alpha delta and
+h = n^beta ND_max), so one fit serves them; `per-batch` adds times, not rates (`ModelForm.harmonic`).
+
+The model is calibrated progressively from measurements (n, ND_max, MST) taken whenever the operator is the root
+of back pressure (its throughput is then its MST):
 
 - 1 measurement fits alpha (beta = 1, no latency term): alpha = MST / n;
-- 2 measurements fit alpha and c (beta = 1) by solving the 2x2 linear system;
+- 2 measurements fit alpha and c (beta = 1) by solving the 2x2 linear system (`per-batch`: in times per record);
 - 3 or more fit alpha, beta, c by bounded non-linear least squares on relative residuals (alpha > 0,
   0 < beta <= 1.5, c >= 0).
 
@@ -36,6 +41,7 @@ from typing import Any
 import numpy as np
 
 BETA_BOUNDS = (1e-3, 1.5)
+HARMONIC_UNIT = 1e-6  # the per-batch form's gamma is in microseconds of time per record per ms of ND_max
 PAPER = "paper"
 AUTO = "auto"
 
@@ -49,6 +55,16 @@ class ModelForm:
     latency_param: str  # the parameter the form reports: "gamma" (c itself) or "delta" (c / alpha)
     basis: Callable[[Any, Any, Any], Any]  # h(n, nd, n**beta)
     basis_grows_with_beta: bool = False  # h depends on beta (its derivative enters the Jacobian)
+    harmonic: bool = False  # 1/MST = 1/(alpha n^beta) + HARMONIC_UNIT c h: times per record add up
+
+    def describe(self, alpha: float, beta: float, latency: float) -> str:
+        """The fitted formula with its numbers, for a table's title or a log line."""
+        base = f"{alpha:.1f}·n^{beta:.2f}"
+        if self.harmonic:
+            return f"1 / (1/({base}) + {latency:.3g}e-6·ND_max)"
+        if self.latency_param == "delta":
+            return f"{base}·(1 − {latency:.5f}·ND_max)"
+        return f"{base} − {latency:.3f}·{'n·' if self.name == 'per-replica' else ''}ND_max"
 
     def mst(self, alpha: float, beta: float, latency: float, n: float, nd_max_ms: float) -> float:
         """MST (records/s, at least 0) with the form's own parameters (gamma or delta as `latency`)."""
@@ -57,6 +73,11 @@ class ModelForm:
         if self.name == PAPER:  # kept exactly as the paper's model always computed it
             return max(0.0, alpha * float(n) ** beta - latency * nd_max_ms)
         pow_n = float(n) ** beta
+        if self.harmonic:
+            capacity = alpha * pow_n
+            if capacity <= 0:
+                return 0.0
+            return capacity / (1.0 + HARMONIC_UNIT * latency * self.basis(float(n), nd_max_ms, pow_n) * capacity)
         c = latency * alpha if self.latency_param == "delta" else latency
         return max(0.0, alpha * pow_n - c * self.basis(float(n), nd_max_ms, pow_n))
 
@@ -66,6 +87,8 @@ FORMS: dict[str, ModelForm] = {f.name: f for f in (
     ModelForm("per-replica", "alpha n^beta - gamma n ND_max", "gamma", lambda n, nd, pow_n: n * nd),
     ModelForm("proportional", "alpha n^beta (1 - delta ND_max)", "delta", lambda n, nd, pow_n: pow_n * nd,
               basis_grows_with_beta=True),
+    ModelForm("per-batch", "1 / (1/(alpha n^beta) + 1e-6 gamma ND_max)", "gamma", lambda n, nd, pow_n: nd,
+              harmonic=True),
 )}
 FORM_CHOICES = (PAPER, AUTO, *(f for f in FORMS if f != PAPER))
 FORM_PARAMS = 3  # alpha, beta and the latency coefficient, in every form
@@ -328,7 +351,8 @@ def _fit_form(form: str, pts: Sequence[tuple[int, float, float]], identify_tol_m
         alpha, beta, c = _fit_nonlinear(f, n, nd, mst, with_c=nd_varies, start=start)
         return _Fit(form, alpha, beta, c, 3 if nd_varies else 2)
     if len(pts) >= 2 and nd_varies:
-        alpha, c = _fit_linear_alpha_c(n, f.basis(n, nd, n), mst)
+        fit_linear = _fit_linear_harmonic if f.harmonic else _fit_linear_alpha_c
+        alpha, c = fit_linear(n, f.basis(n, nd, n), mst)
         return _Fit(form, alpha, 1.0, c, 2)  # 2 even when c fell back to 0 (the warm start of the next fit)
     return _Fit(form, float(np.sum(mst * n) / np.sum(n * n)), 1.0, 0.0, 1)  # least squares of mst = alpha n
 
@@ -340,6 +364,16 @@ def _fit_linear_alpha_c(n: np.ndarray, h: np.ndarray, mst: np.ndarray) -> tuple[
     if c < 0 or alpha <= 0:  # the data says latency does not hurt: keep the one-parameter model
         return float(np.sum(mst * n) / np.sum(n * n)), 0.0
     return float(alpha), float(c)
+
+
+def _fit_linear_harmonic(n: np.ndarray, h: np.ndarray, mst: np.ndarray) -> tuple[float, float]:
+    """alpha, c of 1/mst = 1/(alpha n) + HARMONIC_UNIT c h (beta = 1): linear in 1/alpha and c, by least squares
+    on the times per record; a negative c or alpha keeps the one-parameter model."""
+    a = np.column_stack([1.0 / n, HARMONIC_UNIT * h])
+    (inv_alpha, c), *_ = np.linalg.lstsq(a, 1.0 / mst, rcond=None)
+    if c < 0 or inv_alpha <= 0:
+        return float(np.sum(mst * n) / np.sum(n * n)), 0.0
+    return float(1.0 / inv_alpha), float(c)
 
 
 def _fit_nonlinear(f: ModelForm, n: np.ndarray, nd: np.ndarray, mst: np.ndarray, with_c: bool,
@@ -357,10 +391,22 @@ def _fit_nonlinear(f: ModelForm, n: np.ndarray, nd: np.ndarray, mst: np.ndarray,
     def residuals(x: np.ndarray) -> np.ndarray:
         g = x[2] if with_c else 0.0
         pow_n = n ** x[1]
+        if f.harmonic:
+            capacity = x[0] * pow_n
+            return (capacity / (1.0 + HARMONIC_UNIT * g * f.basis(n, nd, pow_n) * capacity) - mst) / scale
         return (x[0] * pow_n - g * f.basis(n, nd, pow_n) - mst) / scale
 
     def jacobian(x: np.ndarray) -> np.ndarray:
         pow_n = n ** x[1]
+        if f.harmonic:  # m = P / D with P = alpha n^beta, D = 1 + u c h P: dm/dP = 1 / D^2, dm/dc = -u h P^2 / D^2
+            g = x[2] if with_c else 0.0
+            capacity = x[0] * pow_n
+            uh = HARMONIC_UNIT * f.basis(n, nd, pow_n)
+            d2 = (1.0 + uh * g * capacity) ** 2
+            cols = [pow_n / d2 / scale, capacity * log_n / d2 / scale]
+            if with_c:
+                cols.append(-uh * capacity**2 / d2 / scale)
+            return np.column_stack(cols)
         d_beta = x[0] * pow_n * log_n
         if with_c and f.basis_grows_with_beta:
             d_beta = d_beta - x[2] * f.basis(n, nd, pow_n) * log_n  # h = n^beta ND_max

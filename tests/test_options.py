@@ -128,7 +128,7 @@ def test_the_generated_flags_reach_the_command_checked_and_converted() -> None:
     (["run", "--policy", "static", "--policy-option", "nope=1"], "no policy among static has an option 'nope'"),
     (["run", "--cpu-low", "0.95"], "cpu_low < cpu_high"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--model-form", "cubic"],
-     "'model_form' must be one of paper, auto, per-replica, proportional"),
+     "'model_form' must be one of paper, auto, per-replica, proportional, per-batch"),
     (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--latency-source", "probes"],
      "'latency_source' must be one of map, measured, both, got 'probes'"),
     (["compare", "-s", "scenarios", "--latency-source", "Map"], "'latency_source' must be one of map, measured"),

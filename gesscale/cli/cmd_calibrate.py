@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         query: str | None = query_option("local: ", default=None),
         model_form: str = typer.Option("auto", "--model-form", help="Form of the model fitted: paper, auto (the "
                                        "form with the smallest leave-one-out error once 5 configurations are "
-                                       "measured, the paper's before), per-replica or proportional "
+                                       "measured, the paper's before), per-replica, proportional or per-batch "
                                        "(docs/calibration.md)."),
     ) -> None:
         """Measure the MST of each configuration (StreamBed-style dichotomous search), fit the model (its form by
@@ -206,6 +206,7 @@ def _report(console: Console, title: str, cal: Any) -> None:
     m = cal.model
     if m.is_fitted:
         latency = f"delta={m.delta_:.6f}" if m.form_ == "proportional" else f"gamma={m.gamma_:.4f}"
+        latency += " (microseconds per record per ms of ND_max)" if m.form_ == "per-batch" else ""
         console.print(f"fit: form {m.form_} ({m.form_reason_}): alpha={m.alpha_:.3f} beta={m.beta_:.3f} {latency} "
                       f"({m.n_params_} parameters)")
         loo = m.loo_errors()

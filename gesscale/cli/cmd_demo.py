@@ -78,11 +78,14 @@ def _print_report(report: dict) -> None:
     print_table(console, table)
     model = report.get("model")
     if model and model["fitted"]:
-        latency = (f"(1 − {model.get('delta') or 0:.5f}·ND_max)" if model.get("form") == "proportional" else
-                   f"− {model['gamma']:.3f}·{'n·' if model.get('form') == 'per-replica' else ''}ND_max")
+        from gesscale.model import FORMS
+
+        form = FORMS[model.get("form") or "paper"]
+        formula = form.describe(model["alpha"], model["beta"],
+                                (model.get("delta") if form.latency_param == "delta" else model["gamma"]) or 0.0)
         console.print(f"model form: {model.get('form', 'paper')} ({model.get('form_reason', '')})"
                       + "".join(f"; leave-one-out rms {f} {v['rms']:.1%}" for f, v in (model.get("loo") or {}).items()))
-        mt = Table(title=f"model MST = {model['alpha']:.1f}·n^{model['beta']:.2f} {latency} vs measured")
+        mt = Table(title=f"model MST = {formula} vs measured")
         for col in ("n", "ND_max ms", "measured MST", "model"):
             mt.add_column(col, justify="right")
         for m in model["measurements"]:

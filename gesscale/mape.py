@@ -16,7 +16,8 @@ by the loss) and as many replicas as were lost are added, placed by the policy's
 bounds. Otherwise, when the policy keeps the replica count, the loop may move one replica (add the better node
 first, then remove the worse one, so capacity never drops): off a node that is no longer schedulable (leaving,
 or cut off), or, for a latency-aware policy, when the links of the used nodes degraded since they were placed
-and one move lowers ND_max by more than `move_threshold_ms`. When a latency-aware policy asks for a scale-up in
+(their ND_max rose by more than `move_threshold_ms`: a measured view drifts by tenths of a ms) and one move
+lowers ND_max by more than `move_threshold_ms`. When a latency-aware policy asks for a scale-up in
 such a period, the loop moves instead (the back pressure may be the degraded links' own: every micro-batch
 waits for its slowest executor, and an added replica would leave them in the placement); the next periods say
 whether more replicas are still needed (live, issue 32's check: scaling up beside fog1's +60 ms links took the
@@ -287,8 +288,8 @@ class ControlLoop:
                 return decision
             found: tuple[str, str] | None = (add[0], remove)
         else:
-            if nd_now <= placed + 1e-9:
-                return decision  # the used nodes' links did not degrade since they were placed
+            if nd_now <= placed + threshold:
+                return decision  # the used nodes' links did not degrade, beyond the noise, since they were placed
             best = placement.better_move(ctx.graph, current, ctx.candidates, threshold)
             if best is None:
                 return decision

@@ -171,3 +171,18 @@ def test_a_backend_that_adds_before_it_removes_gets_a_move_as_one_change() -> No
     rec = ctl.step().reconfiguration
     assert rec is not None and rec.kind == "move" and rec.nodes == ("b", "d")
     assert backend.applied == [("b", "d")] and rec.pause_s == 20.0  # one change, one pause (two with SimBackend)
+
+
+def test_a_drift_below_the_move_threshold_since_placed_moves_nothing_even_when_a_better_node_came_back() -> None:
+    """Live, the crash run moved fog6 -> fog1 when the measured ND_max drifted 0.1 ms above its value when placed
+    (fog1, back from its crash, being 30 ms better); the noiseless twin never drifts and kept the placement. A
+    rise counts as degradation only by more than the move threshold, as for the hold."""
+    events = [{"t_s": 15, "event": "crash", "node": "a", "duration_s": 30}, {"t_s": 65, "node": "d", "add_rtt_ms": 1}]
+    ctl, sim = loop(scenario(events))
+    records = [ctl.step() for _ in range(9)]
+    kinds = [r.reconfiguration.kind for r in records if r.reconfiguration]
+    assert sim.current().nodes == ("b", "d") and "move" not in kinds, [r.decision.reason for r in records]
+    ctl, sim = loop(scenario([*events, {"t_s": 75, "node": "d", "add_rtt_ms": 12}]))  # then a rise of 12 ms
+    records = [ctl.step() for _ in range(10)]
+    moves = [r.reconfiguration for r in records if r.reconfiguration and r.reconfiguration.kind == "move"]
+    assert len(moves) == 1 and moves[0].removed == ("d",) and moves[0].added == ("a",)

@@ -172,18 +172,23 @@ def test_a_scattered_runs_noise_stays_below_one_so_its_scenario_loads() -> None:
     assert scenario_from_dict(doc, "scattered").truth.noise == 0.9
 
 
-def test_the_twin_keeps_the_models_form_and_its_leave_one_out_errors() -> None:
+@pytest.mark.parametrize("form,gamma,mst_2_37", [
+    ("per-replica", 2.0, 400 * 2**0.7 - 2.0 * 2 * 37.0),
+    ("per-batch", 9.0, 1 / (1 / (400 * 2**0.7) + 9.0e-6 * 37.0)),  # gamma: microseconds per record per ms
+])
+def test_the_twin_keeps_the_models_form_and_its_leave_one_out_errors(form: str, gamma: float,
+                                                                      mst_2_37: float) -> None:
     lmap = load_latency_map(ROOT / "inventory" / "latency" / "rhine6.yaml")
     loo = {f: {"median_abs": 0.05, "max_abs": 0.1, "rms": r, "errors": [], "points": []}
-           for f, r in (("paper", 0.2), ("per-replica", 0.04), ("proportional", 0.06))}
-    model = {"fitted": True, "alpha": 400.0, "beta": 0.7, "gamma": 2.0, "delta": 0.0, "form": "per-replica",
+           for f, r in (("paper", 0.2), ("per-replica", 0.04), ("proportional", 0.06), ("per-batch", 0.05))}
+    model = {"fitted": True, "alpha": 400.0, "beta": 0.7, "gamma": gamma, "delta": 0.0, "form": form,
              "loo": loo, "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 400.0, "predicted": 400.0},
                                           {"n": 2, "nd_max_ms": 37.0, "mst": 500.0, "predicted": 501.7}]}
     doc, _ = build_twin([], TIMED[:1], model, lmap.to_dict(), 6, 20.0, 10.0)
     truth = scenario_from_dict(doc, "calibrated").truth
-    assert truth.form == "per-replica" and truth.gamma == 2.0
-    assert truth.mst(2, 37.0) == pytest.approx(400 * 2**0.7 - 2.0 * 2 * 37.0)
-    assert truth.loo["per-replica"]["rms"] == 0.04 and "errors" not in truth.loo["paper"]
+    assert truth.form == form and truth.gamma == gamma
+    assert truth.mst(2, 37.0) == pytest.approx(mst_2_37)
+    assert truth.loo[form]["rms"] == loo[form]["rms"] and "errors" not in truth.loo["paper"]
 
 
 def test_each_scale_up_in_the_report_has_the_median_random_nd_max() -> None:

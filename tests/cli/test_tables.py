@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from rich.table import Table
 
@@ -123,3 +124,23 @@ def test_the_demo_report_fits_80_columns_and_keeps_the_whole_reason(capsys, monk
     assert "gesscale: twin against the live run" in out and "effective after 40.9 s" in out
     assert " ".join(reason.split()) in " ".join(c.strip() for line in out.splitlines() if "│" in line
                                                 for c in line.split("│")[-2:-1])
+
+
+@pytest.mark.parametrize("form,formula", [
+    ("paper", "500.0·n^0.80 − 2.000·ND_max"), ("per-replica", "500.0·n^0.80 − 2.000·n·ND_max"),
+    ("proportional", "500.0·n^0.80·(1 − 0.00400·ND_max)"), ("per-batch", "1 / (1/(500.0·n^0.80) + 9e-6·ND_max)"),
+])
+def test_the_demo_report_titles_the_model_with_its_forms_formula(capsys, monkeypatch, form: str,
+                                                                 formula: str) -> None:
+    from gesscale.cli.cmd_demo import _print_report
+
+    monkeypatch.setenv("COLUMNS", "200")
+    latency = {"gamma": 0.0, "delta": 0.004} if form == "proportional" else {
+        "gamma": 9.0 if form == "per-batch" else 2.0, "delta": 0.0}
+    model = {"fitted": True, "alpha": 500.0, "beta": 0.8, **latency, "form": form, "form_reason": "as requested",
+             "measurements": [{"n": 1, "nd_max_ms": 0.0, "mst": 500.0, "predicted": 500.0}]}
+    _print_report({"produced": 1, "processed": 1, "lost": 0, "duplicated": 0, "dead_letters": 0,
+                   "reconfigurations": [], "model": model, "timings_s": {"total": 1.0}, "timeline_png": "t.png",
+                   "simulation": {"gesscale": {**dict.fromkeys(METRIC_KEYS, 1.5), "cost": 1.0}},
+                   "options": {"policy": "gesscale"}})
+    assert f"model MST = {formula} vs measured" in " ".join(capsys.readouterr().out.split())

@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gesscale.config import LATENCY_SOURCES, ControllerConfig
+from gesscale.model import FORMS
 from gesscale.scenario import RECONFIG_KINDS
 from gesscale.workloads import WORKLOAD_KEYS
 
@@ -132,13 +133,17 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         base["input_end_known"] = False
         base["operator"]["cold_start"] = {"seconds": 7, "rate": 10.0}
         base["operator"]["cpu"] = {"share": 0.9, "exponent": -0.3, "noise": 0.05}
+    if draw(st.booleans()):  # the ground truth in one of the model's forms (a choice: hostile values seldom hit one)
+        base["operator"]["form"] = draw(st.sampled_from(sorted(FORMS)))
+        base["operator"]["delta"] = 0.004
     if draw(st.booleans()):  # what the controller sees of the network (a choice: hostile values seldom hit one)
         base["controller"] = {"latency_source": draw(st.sampled_from(LATENCY_SOURCES))}
     if draw(st.booleans()):  # a twin of a live run with events (gesscale/twin.py): the run's events, first nodes
         base["events"] = [{"t_s": 60, "event": "crash", "node": "a", "duration_s": 120}]
         base["operator"]["initial_nodes"] = ["a"]
     return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG, *_TWIN,
-                               ("events",), ("operator", "initial_nodes")]))
+                               ("events",), ("operator", "initial_nodes"), ("operator", "form"),
+                               ("operator", "gamma"), ("operator", "delta")]))
 
 
 LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")

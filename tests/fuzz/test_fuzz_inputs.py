@@ -63,6 +63,8 @@ def check_scenario(sc: Any) -> None:
     assert _within(t.reconfig_pause_s, 0, 3600) and _within(t.alpha, 0, 1e9) and _within(t.beta, 0, 4)
     assert t.alpha > 0 and t.beta > 0  # open lower ends
     assert _within(t.gamma, 0, 1e9) and _within(t.noise, 0, 0.999999)
+    for n in (1, sc.max_replicas):  # every form of the ground truth gives a finite MST of at least 0
+        assert _within(t.mst(n, sc.latency_map.nd_max(sc.latency_map.names)), 0, math.inf)
     assert 1 <= sc.min_replicas <= t.initial_replicas <= sc.max_replicas <= len(sc.latency_map.names)
     assert _within(sc.seed, 0, MAX_SEED)
     for timing in (getattr(t, "reconfig", None) or {}).values():  # the twin's measured timing, consistent

@@ -109,6 +109,8 @@ def test_calibrate_cli_writes_the_model(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert len(doc["measurements"]) == 7 and doc["holdout"]["n"] == 4
     assert "held-out" in r.stdout
+    form = doc["model"]["form"]  # the fit's line ends on the form's own formula with the fitted numbers
+    assert f"fit: form {form} " in r.stdout and f"{doc['model']['alpha']:.1f}·n^" in r.stdout.split(": MST = ")[1]
     r = subprocess.run([sys.executable, "-m", "gesscale", "calibrate", "--backend", "nowhere"],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "not available" in r.stderr

@@ -205,8 +205,12 @@ def _report(console: Console, title: str, cal: Any) -> None:
     print_table(console, table)
     m = cal.model
     if m.is_fitted:
-        latency = f"delta={m.delta_:.6f}" if m.form_ == "proportional" else f"gamma={m.gamma_:.4f}"
-        latency += " (microseconds per record per ms of ND_max)" if m.form_ == "per-batch" else ""
+        from gesscale.model import FORMS
+
+        form = FORMS[m.form_]
+        value = m.delta_ if form.latency_param == "delta" else m.gamma_
+        digits = 6 if form.latency_param == "delta" else 4
+        latency = f"{form.latency_param}={value:.{digits}f}: MST = {form.describe(m.alpha_, m.beta_, value)}"
         console.print(f"fit: form {m.form_} ({m.form_reason_}): alpha={m.alpha_:.3f} beta={m.beta_:.3f} {latency} "
                       f"({m.n_params_} parameters)")
         loo = m.loo_errors()

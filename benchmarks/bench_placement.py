@@ -15,12 +15,14 @@ the job with another query (docs/queries.md), e.g. frequent-routes, whose replic
 `--kinds near,median` leaves the farthest out altogether. `--only fog3+fog1,...` measures some of the
 configurations again; `--analyse FILE...` measures nothing and fits every form on earlier runs' placement.json
 (a censored repeat is left out where the same configuration was bounded), printing each form's leave-one-out
-errors and each far placement held out.
+errors and each far placement held out; with `--predict FILE...` as well, every form fitted on the `--analyse`
+files predicts each configuration of the `--predict` files (out of sample: other replica counts, another day).
 
     .venv/bin/python benchmarks/bench_placement.py [--map inventory/latency/fog9.yaml] [--replicas 2,3]
         [--kinds near,median,far] [--far 2,3] [--node-cpu 0.25] [--no-wan] [--query nearest-landmark]
         [--model-form auto] [--repeats 2] [--only NODES,...] [--out out/bench-placement]
     .venv/bin/python benchmarks/bench_placement.py --analyse out/bench-placement/placement.json [...]
+        [--predict other/placement.json ...]
 """
 
 from __future__ import annotations
@@ -82,19 +84,25 @@ def main() -> None:
                     help="measure nothing: fit every form on the measurements of these files (placement.json of "
                     "earlier runs; a censored search is left out where the same configuration was bounded) and "
                     "print the leave-one-out errors and each far placement held out")
+    ap.add_argument("--predict", type=Path, nargs="+", default=None, metavar="PLACEMENT_JSON",
+                    help="with --analyse: every form fitted on the --analyse files predicts each configuration "
+                    "of these (an out-of-sample check; same map and site)")
     args = ap.parse_args()
+    if args.predict and not args.analyse:
+        ap.error("--predict needs --analyse (the files the forms are fitted on)")
     if args.analyse:
         try:
-            docs = [json.loads(f.read_text()) for f in args.analyse]
-            rows = combine_rows(docs)
-            sites = {d.get("site") for d in docs}
-            if len(sites) != 1 or None in sites:
-                raise ValueError(f"the files name different sites or none ({sorted(map(str, sites))})")
-            with_site_rtts(rows, load_latency_map(args.map), sites.pop())
-        except (OSError, ValueError, KeyError) as err:
+            lmap = load_latency_map(args.map)
+            rows = rows_of(args.analyse, lmap)
+            tests = rows_of(args.predict, lmap) if args.predict else []
+            if tests and (site := rows[0].get("site")) != tests[0].get("site"):
+                raise ValueError(f"--predict's files have another site ({tests[0].get('site')}, not {site})")
+        except (OSError, ValueError, KeyError, TypeError) as err:
             ap.error(f"--analyse: {err}")
-        print_model_report(rows)
-        print_model_report(rows, variable="site_rtt_ms")
+        for variable in VARIABLES:
+            print_model_report(rows, variable=variable)
+            if tests:
+                print_predictions(rows, tests, variable)
         return
 
     from gesscale.cli.query_option import checked_query
@@ -178,6 +186,21 @@ def main() -> None:
     print(f"written {args.out / 'placement.json'}")
 
 
+def rows_of(files: list[Path], lmap: LatencyMap) -> list[dict]:
+    """The combined rows of some runs' placement.json (`combine_rows`), each with its `site` and `site_rtt_ms`;
+    ValueError when the files name different sites or none, or `lmap` is not their map."""
+    docs = [json.loads(f.read_text()) for f in files]
+    rows = combine_rows(docs)
+    sites = {d.get("site") if isinstance(d, dict) else None for d in docs}
+    if len(sites) != 1 or None in sites:
+        raise ValueError(f"the files name different sites or none ({sorted(map(str, sites))})")
+    site = sites.pop()
+    with_site_rtts(rows, lmap, site)
+    for r in rows:
+        r["site"] = site
+    return rows
+
+
 def combine_rows(docs: list[dict]) -> list[dict]:
     """The rows of several runs' placement.json, one per configuration: every bounded measurement of it; its
     censored ones (a lower bound only) are kept only when no run bounded it, and then marked."""
@@ -251,6 +274,32 @@ def print_model_report(rows: list[dict], variable: str = "nd_max_ms") -> None:
             cells.append(f"{form if form != AUTO else 'auto (' + m.form_ + ')'} {err:+.1%}")
         print(f"  far n = {row['n']} {'+'.join(row['nodes'])} ({variable} {row[variable]:.1f} ms, measured "
               f"{measured:.0f}/s) held out: " + ", ".join(cells))
+
+
+def print_predictions(train: list[dict], tests: list[dict], variable: str = "nd_max_ms") -> None:
+    """Every form (and `auto`) fitted on all of `train` predicts each configuration of `tests`: its error against
+    the mean measured there, and the mean absolute error per form. A configuration measured in both is predicted
+    all the same (it is then no test of extrapolation: marked)."""
+    from gesscale.model import AUTO, FORMS, Measurement, PerformanceModel
+
+    points = [Measurement(r["n"], r[variable], m) for r in train for m in r["mst"] if m > 0]
+    known = {tuple(r["nodes"]) for r in train}
+    models = {form: PerformanceModel(form=form).fit(points) for form in (AUTO, *FORMS)}
+    print(f"  out of sample, fitted on these {len(points)} measurements, each configuration of the other files:")
+    errors: dict[str, list[float]] = {form: [] for form in models}
+    for row in tests:
+        if not row["mst"]:
+            continue
+        measured = sum(row["mst"]) / len(row["mst"])
+        cells = []
+        for form, m in models.items():
+            err = (m.predict(row["n"], row[variable]) - measured) / measured
+            errors[form].append(abs(err))
+            cells.append(f"{form if form != AUTO else 'auto (' + m.form_ + ')'} {err:+.1%}")
+        seen = " (also among the fitted)" if tuple(row["nodes"]) in known else ""
+        print(f"    n = {row['n']} {row['kind']} {'+'.join(row['nodes'])} ({variable} {row[variable]:.1f} ms, measured "
+              f"{measured:.0f}/s, {len(row['mst'])} repeat(s)){seen}: " + ", ".join(cells))
+    print("    mean |error|: " + ", ".join(f"{f} {sum(e) / len(e):.1%}" for f, e in errors.items() if e))
 
 
 if __name__ == "__main__":

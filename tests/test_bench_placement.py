@@ -67,3 +67,37 @@ def test_analyse_refuses_a_map_that_is_not_the_runs(tmp_path: Path, break_it: st
         del data["site"]
     out = analyse(tmp_path, data)
     assert out.returncode == 2 and "--analyse:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_predict_fits_on_the_analysed_files_and_predicts_the_others_out_of_sample(tmp_path: Path) -> None:
+    lmap = load_latency_map(RHINE6)
+    test = doc(lmap)
+    test["rows"] = []
+    for kind, nodes in (("near", ("fog3", "fog1", "fog2", "fog6", "fog5")), ("far", ("fog1", "fog2", "fog4", "fog5",
+                                                                                       "fog6"))):
+        d = bench_placement.site_rtt(lmap, nodes, "fog2")
+        mst = 400 * len(nodes) ** 0.8 - 2.0 * len(nodes) * d  # the same form as the fitted files, at n = 5
+        test["rows"].append({"n": 5, "kind": kind, "nodes": list(nodes), "nd_max_ms": lmap.nd_max(nodes),
+                             "mst": [mst], "bounded": [True]})
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(test))
+    out = analyse(tmp_path, doc(lmap), "--predict", str(other))
+    assert out.returncode == 0, out.stderr
+    site = out.stdout.split("model forms with the farthest RTT to the site")[1]
+    lines = [x for x in site.split("out of sample")[1].splitlines() if x.strip().startswith("n = 5")]
+    assert len(lines) == 2 and all("per-replica +0.0%" in x or "per-replica -0.0%" in x for x in lines), lines
+    assert "mean |error|:" in site
+
+
+@pytest.mark.parametrize("case", ["alone", "other site"])
+def test_predict_refuses_what_it_cannot_check(tmp_path: Path, case: str) -> None:
+    lmap = load_latency_map(RHINE6)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc(lmap, site="fog3")))
+    f = tmp_path / "placement.json"
+    f.write_text(json.dumps(doc(lmap)))
+    args = ["--predict", str(other)] if case == "alone" else ["--analyse", str(f), "--predict", str(other)]
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks/bench_placement.py"), *args, "--map", str(RHINE6)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert ("needs --analyse" if case == "alone" else "another site") in out.stderr

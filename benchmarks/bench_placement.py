@@ -97,7 +97,7 @@ def main() -> None:
             tests = rows_of(args.predict, lmap) if args.predict else []
             if tests and (site := rows[0].get("site")) != tests[0].get("site"):
                 raise ValueError(f"--predict's files have another site ({tests[0].get('site')}, not {site})")
-        except (OSError, ValueError, KeyError, TypeError) as err:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             ap.error(f"--analyse: {err}")
         for variable in VARIABLES:
             print_model_report(rows, variable=variable)

@@ -112,3 +112,20 @@ def test_the_documented_example_runs_from_a_temporary_folder(spark_local: Any, k
         assert body == {f: want[key][f] for f in ("ride_id", "pickup_time", "dropoff_time", "distance_mi")}
     assert [json.loads(v)["reason"] for _, v in ridegen.read_all(kafka_bootstrap, dlq)] == [
         "not a JSON object with the expected field types"]
+
+
+def test_the_task_sampler_reads_a_real_drivers_stages(spark_local: Any, tmp_path: Path) -> None:
+    """benchmarks/spark_tasks.py `sample` against this module's SparkSession's UI (tests/test_spark_tasks.py has the
+    rest): every task of the newest completed stage, once."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import spark_tasks
+
+    spark_local.sparkContext.parallelize(range(300), 3).map(lambda x: x * 2).count()
+    out = tmp_path / "tasks.jsonl"
+    spark_tasks.sample(spark_local.sparkContext.uiWebUrl, out, every_s=0.01, stages=1, polls=2)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 1  # the second poll sees the same stage: not written again
+    assert len(lines[0]["tasks"]) == 3
+    assert all(t["ms"] >= 0 and t["host"] for t in lines[0]["tasks"])

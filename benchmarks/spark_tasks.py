@@ -1,0 +1,143 @@
+"""Where a micro-batch's time goes, per fog node: the job's Spark tasks sampled from the driver's UI, and what their
+durations owe to the node's RTT to the site (broker and driver) and to their records.
+
+A micro-batch lasts as long as its slowest task. `sample` polls the driver's REST API (`/api/v1`, the job's
+`spark.ui.port`: 15040 + the testbed's port shift, e.g. 15640 under `bench_placement.py`) every `--every` seconds
+and appends the newest completed stages' tasks to a JSON-lines file (host, duration, run time, records read); it
+reads a few stages per poll, so that it costs the driver little while a measurement runs. `summarise` maps each
+task's host to its node (fogK on 127.0.0.(30+K), gesscale.testbed.fleet), gives per node its RTT to the site,
+the median task time and records, and fits ms = a + b * RTT_to_site + c * records by least squares over all the
+tasks (b: milliseconds per ms of RTT, i.e. the round trips a task makes to broker and driver).
+
+    .venv/bin/python benchmarks/spark_tasks.py sample --ui http://127.0.0.1:15640 --out tasks.jsonl [--every 45]
+    .venv/bin/python benchmarks/spark_tasks.py summarise tasks.jsonl --map inventory/latency/rhine6.yaml --site fog2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gesscale.latency_map import LatencyMap, load_latency_map  # noqa: E402
+from gesscale.testbed.fleet import node_host  # noqa: E402
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+
+def task_rows(tasks: list[dict]) -> list[dict]:
+    """The fields kept of Spark's task entries: host, duration and executor run time (ms), records read."""
+    return [{"host": t["host"], "ms": t["duration"], "run_ms": t["taskMetrics"]["executorRunTime"],
+             "records": t["taskMetrics"]["inputMetrics"]["recordsRead"]}
+            for t in tasks if t.get("status") == "SUCCESS" and t.get("taskMetrics")]
+
+
+def sample(ui: str, out: Path, every_s: float, stages: int, polls: int | None) -> None:
+    """Append the newest `stages` completed stages' tasks to `out` every `every_s` s (each stage once), `polls`
+    times (None: until interrupted). A driver not (yet, or no longer) answering is waited for."""
+    base = ui.rstrip("/") + "/api/v1/applications"
+    seen: set[tuple[str, int, int]] = set()
+    done = 0
+    with out.open("a") as f:
+        while polls is None or done < polls:
+            try:
+                app = _get(base)[0]["id"]
+                newest = sorted(_get(f"{base}/{app}/stages?status=complete"), key=lambda s: s["stageId"])[-stages:]
+                for s in newest:
+                    key = (app, s["stageId"], s["attemptId"])
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    tasks = _get(f"{base}/{app}/stages/{s['stageId']}/{s['attemptId']}/taskList?length=1000")
+                    f.write(json.dumps({"t": round(time.time(), 3), "app": app, "stage": s["stageId"],
+                                        "tasks": task_rows(tasks)}) + "\n")
+                f.flush()
+            except (urllib.error.URLError, OSError, ValueError, IndexError, KeyError) as err:
+                print(f"driver UI not answering ({err}); waiting", file=sys.stderr)
+            done += 1
+            if polls is None or done < polls:
+                time.sleep(every_s)
+
+
+def summary(lines: list[dict], lmap: LatencyMap, site: str) -> dict[str, Any]:
+    """Per node (RTT to `site`, median task ms and records, task count) and the least-squares fit
+    ms = a + b * RTT + c * records with its R^2, over the tasks of `lines` whose host is a node of `lmap`."""
+    if site not in lmap.names:
+        raise ValueError(f"site {site!r} is not a node of the map ({', '.join(lmap.names)})")
+    by_host = {node_host(n, i): n for i, n in enumerate(lmap.names)}
+    rows = [(by_host[t["host"]], float(t["ms"]), float(t["records"])) for line in lines for t in line["tasks"]
+            if t["host"] in by_host]
+    nodes = {}
+    for name in lmap.names:
+        mine = [(ms, rec) for n, ms, rec in rows if n == name]
+        if mine:
+            nodes[name] = {"rtt_to_site_ms": lmap.rtt(name, site), "tasks": len(mine),
+                           "median_ms": statistics.median(ms for ms, _ in mine),
+                           "median_records": statistics.median(rec for _, rec in mine)}
+    fit = None
+    if len(rows) >= 4:
+        x = np.array([[1.0, lmap.rtt(n, site), rec] for n, _, rec in rows])
+        y = np.array([ms for _, ms, _ in rows])
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        ss = float(((y - y.mean()) ** 2).sum())
+        r2 = 1.0 - float(((y - x @ coef) ** 2).sum()) / ss if ss > 0 else float("nan")
+        fit = {"ms": float(coef[0]), "ms_per_rtt_ms": float(coef[1]), "ms_per_record": float(coef[2]), "r2": r2,
+               "tasks": len(rows)}
+    return {"site": site, "nodes": nodes, "fit": fit}
+
+
+def main() -> None:
+    """Sample or summarise."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sample", help="poll the driver's UI and append its newest stages' tasks to --out")
+    s.add_argument("--ui", default="http://127.0.0.1:15640", help="the driver's UI (spark.ui.port)")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--every", type=float, default=45.0, help="seconds between polls")
+    s.add_argument("--stages", type=int, default=2, help="newest completed stages read per poll")
+    s.add_argument("--polls", type=int, default=None, help="stop after this many polls [default: never]")
+    m = sub.add_parser("summarise", help="per node and fitted: task time against RTT to the site and records")
+    m.add_argument("file", type=Path)
+    m.add_argument("--map", type=Path, required=True)
+    m.add_argument("--site", required=True, help="the node hosting broker and driver")
+    m.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args()
+    if args.cmd == "sample":
+        if args.every <= 0 or args.stages < 1 or (args.polls is not None and args.polls < 1):
+            ap.error("--every must be > 0, --stages and --polls at least 1")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the sampling; what it wrote is kept
+            sample(args.ui, args.out, args.every, args.stages, args.polls)
+        return
+    try:
+        lines = [json.loads(x) for x in args.file.read_text().splitlines() if x.strip()]
+        result = summary(lines, load_latency_map(args.map), args.site)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        ap.error(f"summarise: {err}")
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{'node':<8} {'RTT to ' + args.site:>12} {'tasks':>6} {'median ms':>10} {'median records':>15}")
+    for name, n in sorted(result["nodes"].items(), key=lambda kv: kv[1]["rtt_to_site_ms"]):
+        print(f"{name:<8} {n['rtt_to_site_ms']:>12.1f} {n['tasks']:>6} {n['median_ms']:>10.0f} "
+              f"{n['median_records']:>15.0f}")
+    if (fit := result["fit"]) is not None:
+        print(f"task ms = {fit['ms']:.0f} + {fit['ms_per_rtt_ms']:.1f} x RTT to {args.site} (ms) + "
+              f"{fit['ms_per_record']:.2f} x records   (R^2 {fit['r2']:.2f}, {fit['tasks']} tasks)")
+
+
+if __name__ == "__main__":
+    main()

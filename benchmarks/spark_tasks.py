@@ -6,8 +6,11 @@ A micro-batch lasts as long as its slowest task. `sample` polls the driver's RES
 and appends the newest completed stages' tasks to a JSON-lines file (host, duration, run time, records read); it
 reads a few stages per poll, so that it costs the driver little while a measurement runs. `summarise` maps each
 task's host to its node (fogK on 127.0.0.(30+K), gesscale.testbed.fleet), gives per node its RTT to the site,
-the median task time and records, and fits ms = a + b * RTT_to_site + c * records by least squares over all the
-tasks (b: milliseconds per ms of RTT, i.e. the round trips a task makes to broker and driver).
+the median task time and records, and fits ms = a + b * RTT_to_site + c * records by least squares over the
+tasks (b: milliseconds per ms of RTT, i.e. the round trips a task makes to broker and driver). A task longer
+than `--outlier-factor` times the median of all (default 5) is left out of the fit and counted: the first task
+of a newly added executor includes its cold start (JVM, Python worker; 20-24 s here), which is no cost of a
+batch in the steady state.
 
     .venv/bin/python benchmarks/spark_tasks.py sample --ui http://127.0.0.1:15640 --out tasks.jsonl [--every 45]
     .venv/bin/python benchmarks/spark_tasks.py summarise tasks.jsonl --map inventory/latency/rhine6.yaml --site fog2
@@ -73,14 +76,19 @@ def sample(ui: str, out: Path, every_s: float, stages: int, polls: int | None) -
                 time.sleep(every_s)
 
 
-def summary(lines: list[dict], lmap: LatencyMap, site: str) -> dict[str, Any]:
+def summary(lines: list[dict], lmap: LatencyMap, site: str, outlier_factor: float = 5.0) -> dict[str, Any]:
     """Per node (RTT to `site`, median task ms and records, task count) and the least-squares fit
-    ms = a + b * RTT + c * records with its R^2, over the tasks of `lines` whose host is a node of `lmap`."""
+    ms = a + b * RTT + c * records with its R^2, over the tasks of `lines` whose host is a node of `lmap`, less
+    those longer than `outlier_factor` times the median task (0: none left out; `left_out` counts them)."""
     if site not in lmap.names:
         raise ValueError(f"site {site!r} is not a node of the map ({', '.join(lmap.names)})")
+    if not outlier_factor >= 0:
+        raise ValueError(f"the outlier factor must be >= 0, got {outlier_factor}")
     by_host = {node_host(n, i): n for i, n in enumerate(lmap.names)}
-    rows = [(by_host[t["host"]], float(t["ms"]), float(t["records"])) for line in lines for t in line["tasks"]
-            if t["host"] in by_host]
+    every = [(by_host[t["host"]], float(t["ms"]), float(t["records"])) for line in lines for t in line["tasks"]
+             if t["host"] in by_host]
+    cut = outlier_factor * statistics.median(ms for _, ms, _ in every) if every and outlier_factor else None
+    rows = [r for r in every if cut is None or r[1] <= cut]
     nodes = {}
     for name in lmap.names:
         mine = [(ms, rec) for n, ms, rec in rows if n == name]
@@ -97,7 +105,8 @@ def summary(lines: list[dict], lmap: LatencyMap, site: str) -> dict[str, Any]:
         r2 = 1.0 - float(((y - x @ coef) ** 2).sum()) / ss if ss > 0 else float("nan")
         fit = {"ms": float(coef[0]), "ms_per_rtt_ms": float(coef[1]), "ms_per_record": float(coef[2]), "r2": r2,
                "tasks": len(rows)}
-    return {"site": site, "nodes": nodes, "fit": fit}
+    return {"site": site, "nodes": nodes, "fit": fit, "left_out": len(every) - len(rows),
+            "left_out_above_ms": cut}
 
 
 def main() -> None:
@@ -114,6 +123,8 @@ def main() -> None:
     m.add_argument("file", type=Path)
     m.add_argument("--map", type=Path, required=True)
     m.add_argument("--site", required=True, help="the node hosting broker and driver")
+    m.add_argument("--outlier-factor", type=float, default=5.0, help="leave out tasks longer than this many times "
+                   "the median task (a new executor's cold start); 0: keep all")
     m.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args()
     if args.cmd == "sample":
@@ -124,7 +135,7 @@ def main() -> None:
         return
     try:
         lines = [json.loads(x) for x in args.file.read_text().splitlines() if x.strip()]
-        result = summary(lines, load_latency_map(args.map), args.site)
+        result = summary(lines, load_latency_map(args.map), args.site, args.outlier_factor)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         ap.error(f"summarise: {err}")
     if args.json:
@@ -137,6 +148,9 @@ def main() -> None:
     if (fit := result["fit"]) is not None:
         print(f"task ms = {fit['ms']:.0f} + {fit['ms_per_rtt_ms']:.1f} x RTT to {args.site} (ms) + "
               f"{fit['ms_per_record']:.2f} x records   (R^2 {fit['r2']:.2f}, {fit['tasks']} tasks)")
+    if result["left_out"]:
+        print(f"left out: {result['left_out']} task(s) longer than {result['left_out_above_ms']:.0f} ms "
+              "(a new executor's cold start)")
 
 
 if __name__ == "__main__":

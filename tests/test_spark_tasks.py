@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,12 @@ def test_an_exact_linear_cost_is_recovered_and_each_node_summarised() -> None:
     tasks = [{"host": hosts[n], "ms": 200 + 30 * lmap.rtt(n, "fog2") + 0.8 * rec, "run_ms": 0, "records": rec}
              for n in lmap.names for rec in (50, 300, 600)]
     tasks.append({"host": "10.9.9.9", "ms": 99999, "run_ms": 0, "records": 1})  # not a node of the map: left out
-    got = spark_tasks.summary([{"tasks": tasks}], lmap, "fog2")
+    cold = {"host": hosts["fog1"], "ms": 22000, "run_ms": 0, "records": 200}  # a new executor's first task
+    got = spark_tasks.summary([{"tasks": tasks}, {"tasks": [cold]}], lmap, "fog2")
+    assert got["left_out"] == 1 and got["left_out_above_ms"] == pytest.approx(5 * statistics.median(
+        t["ms"] for t in tasks[:-1] + [cold]))
+    kept = spark_tasks.summary([{"tasks": tasks}, {"tasks": [cold]}], lmap, "fog2", outlier_factor=0)
+    assert kept["left_out"] == 0 and kept["fit"]["r2"] < 0.9  # the cold start spoils the fit
     fit = got["fit"]
     assert fit["ms"] == pytest.approx(200) and fit["ms_per_rtt_ms"] == pytest.approx(30)
     assert fit["ms_per_record"] == pytest.approx(0.8) and fit["r2"] == pytest.approx(1.0)
@@ -58,10 +64,11 @@ def test_summarise_prints_a_line_per_node_and_the_fit() -> None:
     assert sum(1 for x in out.stdout.splitlines() if x.startswith("fog")) == 6
 
 
-@pytest.mark.parametrize("case", ["site", "garbage", "missing"])
+@pytest.mark.parametrize("case", ["site", "garbage", "missing", "factor"])
 def test_summarise_refuses_bad_input_in_one_line(tmp_path: Path, case: str) -> None:
     f = tmp_path / "t.jsonl"
     f.write_text("[1, 2]\n" if case == "garbage" else RECORDED.read_text())
     path = str(tmp_path / "none.jsonl") if case == "missing" else str(f)
-    out = run("summarise", path, "--map", str(RHINE6), "--site", "nowhere" if case == "site" else "fog2")
+    extra = ["--outlier-factor", "nan"] if case == "factor" else []
+    out = run("summarise", path, "--map", str(RHINE6), "--site", "nowhere" if case == "site" else "fog2", *extra)
     assert out.returncode == 2 and "Traceback" not in out.stderr and "summarise:" in out.stderr

@@ -93,10 +93,10 @@ def main() -> None:
     if args.analyse:
         try:
             lmap = load_latency_map(args.map)
-            rows = rows_of(args.analyse, lmap)
-            tests = rows_of(args.predict, lmap) if args.predict else []
-            if tests and (site := rows[0].get("site")) != tests[0].get("site"):
-                raise ValueError(f"--predict's files have another site ({tests[0].get('site')}, not {site})")
+            rows, site = rows_of(args.analyse, lmap)
+            tests, other = rows_of(args.predict, lmap) if args.predict else ([], site)
+            if other != site:
+                raise ValueError(f"--predict's files have another site ({other}, not {site})")
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             ap.error(f"--analyse: {err}")
         for variable in VARIABLES:
@@ -186,19 +186,17 @@ def main() -> None:
     print(f"written {args.out / 'placement.json'}")
 
 
-def rows_of(files: list[Path], lmap: LatencyMap) -> list[dict]:
-    """The combined rows of some runs' placement.json (`combine_rows`), each with its `site` and `site_rtt_ms`;
-    ValueError when the files name different sites or none, or `lmap` is not their map."""
+def rows_of(files: list[Path], lmap: LatencyMap) -> tuple[list[dict], str]:
+    """The combined rows of some runs' placement.json (`combine_rows`), each with its `site_rtt_ms`, and their
+    site; ValueError when the files name different sites or none, or `lmap` is not their map."""
     docs = [json.loads(f.read_text()) for f in files]
     rows = combine_rows(docs)
     sites = {d.get("site") if isinstance(d, dict) else None for d in docs}
     if len(sites) != 1 or None in sites:
         raise ValueError(f"the files name different sites or none ({sorted(map(str, sites))})")
-    site = sites.pop()
+    site = str(sites.pop())
     with_site_rtts(rows, lmap, site)
-    for r in rows:
-        r["site"] = site
-    return rows
+    return rows, site
 
 
 def combine_rows(docs: list[dict]) -> list[dict]:

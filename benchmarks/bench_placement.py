@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gesscale import placement  # noqa: E402
+from gesscale.errors import UserError  # noqa: E402
 from gesscale.latency_map import LatencyMap, load_latency_map  # noqa: E402
 from gesscale.model import FORM_CHOICES  # noqa: E402
 from gesscale.probe import ProbeResult  # noqa: E402
@@ -92,21 +94,12 @@ def main() -> None:
         ap.error("--predict needs --analyse (the files the forms are fitted on)")
     if args.analyse:
         try:
-            lmap = load_latency_map(args.map)
-            rows, site = rows_of(args.analyse, lmap)
-            tests, other = rows_of(args.predict, lmap) if args.predict else ([], site)
-            if other != site:
-                raise ValueError(f"--predict's files have another site ({other}, not {site})")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            analyse_runs(args.map, args.analyse, args.predict or [])
+        except (OSError, ValueError, UserError) as err:
             ap.error(f"--analyse: {err}")
-        for variable in VARIABLES:
-            print_model_report(rows, variable=variable)
-            if tests:
-                print_predictions(rows, tests, variable)
         return
 
     from gesscale.cli.query_option import checked_query
-    from gesscale.errors import UserError
 
     try:
         query = checked_query(args.query)
@@ -186,17 +179,64 @@ def main() -> None:
     print(f"written {args.out / 'placement.json'}")
 
 
+def analyse_runs(map_path: Path, files: list[Path], predict: list[Path]) -> None:
+    """`--analyse FILES [--predict OTHERS]`: every form's errors on the runs of `files`, with each latency
+    variable, and their predictions of the configurations of `predict`; ValueError, OSError or UserError (one
+    line each) when a file is not a placement.json of the map at `map_path`, or the two sets' sites differ."""
+    lmap = load_latency_map(map_path)
+    rows, site = rows_of(files, lmap)
+    tests, other = rows_of(predict, lmap) if predict else ([], site)
+    if other != site:
+        raise ValueError(f"--predict's files have another site ({other}, not {site})")
+    for variable in VARIABLES:
+        print_model_report(rows, variable=variable)
+        if tests:
+            print_predictions(rows, tests, variable)
+
+
 def rows_of(files: list[Path], lmap: LatencyMap) -> tuple[list[dict], str]:
     """The combined rows of some runs' placement.json (`combine_rows`), each with its `site_rtt_ms`, and their
     site; ValueError when the files name different sites or none, or `lmap` is not their map."""
     docs = [json.loads(f.read_text()) for f in files]
+    for f, doc in zip(files, docs, strict=True):
+        check_placement_doc(doc, str(f))
     rows = combine_rows(docs)
-    sites = {d.get("site") if isinstance(d, dict) else None for d in docs}
-    if len(sites) != 1 or None in sites:
+    sites = {d["site"] for d in docs}
+    if len(sites) != 1:
         raise ValueError(f"the files name different sites or none ({sorted(map(str, sites))})")
     site = str(sites.pop())
     with_site_rtts(rows, lmap, site)
     return rows, site
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def check_placement_doc(doc: object, name: str) -> None:
+    """ValueError naming the file, row and key unless `doc` is a placement.json as this benchmark writes it: a
+    `site` (a node's name) and `rows`, each with `n` (>= 1, as many as its `nodes`, names), its `kind`,
+    `nd_max_ms` and `mst` (a list of numbers >= 0) and, if given, `bounded` (a bool per MST)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("site"), str) or not isinstance(doc.get("rows"), list):
+        raise ValueError(f"{name}: not a placement.json (a mapping with a site and rows)")
+    for i, row in enumerate(doc["rows"]):
+        where = f"{name}: row {i}"
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: not a mapping")
+        nodes, n, mst = row.get("nodes"), row.get("n"), row.get("mst")
+        if not isinstance(nodes, list) or not nodes or not all(isinstance(v, str) for v in nodes):
+            raise ValueError(f"{where}: 'nodes' must be a list of node names")
+        if not isinstance(n, int) or isinstance(n, bool) or n != len(nodes):
+            raise ValueError(f"{where}: 'n' must be the number of its nodes ({len(nodes)}), got {n!r}")
+        if row.get("kind") not in ("near", "median", "far"):
+            raise ValueError(f"{where}: 'kind' must be near, median or far, got {row.get('kind')!r}")
+        if not _number(row.get("nd_max_ms")):
+            raise ValueError(f"{where}: 'nd_max_ms' must be a number >= 0, got {row.get('nd_max_ms')!r}")
+        if not isinstance(mst, list) or not all(_number(m) for m in mst):
+            raise ValueError(f"{where}: 'mst' must be a list of numbers >= 0")
+        bounded = row.get("bounded", [True] * len(mst))
+        if not isinstance(bounded, list) or len(bounded) != len(mst) or not all(isinstance(b, bool) for b in bounded):
+            raise ValueError(f"{where}: 'bounded' must be a true/false per MST")
 
 
 def combine_rows(docs: list[dict]) -> list[dict]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import statistics
 import sys
 import time
@@ -33,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gesscale.errors import UserError  # noqa: E402
 from gesscale.latency_map import LatencyMap, load_latency_map  # noqa: E402
 from gesscale.testbed.fleet import node_host  # noqa: E402
 
@@ -76,14 +78,31 @@ def sample(ui: str, out: Path, every_s: float, stages: int, polls: int | None) -
                 time.sleep(every_s)
 
 
+def check_lines(lines: object) -> None:
+    """ValueError unless `lines` are what `sample` writes: mappings whose `tasks` are mappings with a `host` (a
+    string), `ms` and `records` (numbers >= 0)."""
+    if not isinstance(lines, list):
+        raise ValueError("not a list of sampled stages")
+    for i, line in enumerate(lines, 1):
+        tasks = line.get("tasks") if isinstance(line, dict) else None
+        if not isinstance(tasks, list):
+            raise ValueError(f"line {i}: not a sampled stage (a mapping with its tasks)")
+        for t in tasks:
+            if not (isinstance(t, dict) and isinstance(t.get("host"), str) and all(
+                    isinstance(t.get(k), int | float) and not isinstance(t.get(k), bool)
+                    and math.isfinite(t[k]) and t[k] >= 0 for k in ("ms", "records"))):
+                raise ValueError(f"line {i}: a task needs a host, its ms and its records (numbers >= 0): {t!r}")
+
+
 def summary(lines: list[dict], lmap: LatencyMap, site: str, outlier_factor: float = 5.0) -> dict[str, Any]:
     """Per node (RTT to `site`, median task ms and records, task count) and the least-squares fit
     ms = a + b * RTT + c * records with its R^2, over the tasks of `lines` whose host is a node of `lmap`, less
     those longer than `outlier_factor` times the median task (0: none left out; `left_out` counts them)."""
     if site not in lmap.names:
         raise ValueError(f"site {site!r} is not a node of the map ({', '.join(lmap.names)})")
-    if not outlier_factor >= 0:
-        raise ValueError(f"the outlier factor must be >= 0, got {outlier_factor}")
+    if not 0 <= outlier_factor < math.inf:
+        raise ValueError(f"the outlier factor must be a number >= 0, got {outlier_factor}")
+    check_lines(lines)
     by_host = {node_host(n, i): n for i, n in enumerate(lmap.names)}
     every = [(by_host[t["host"]], float(t["ms"]), float(t["records"])) for line in lines for t in line["tasks"]
              if t["host"] in by_host]
@@ -136,7 +155,7 @@ def main() -> None:
     try:
         lines = [json.loads(x) for x in args.file.read_text().splitlines() if x.strip()]
         result = summary(lines, load_latency_map(args.map), args.site, args.outlier_factor)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+    except (OSError, ValueError, UserError) as err:
         ap.error(f"summarise: {err}")
     if args.json:
         print(json.dumps(result, indent=1))

@@ -52,6 +52,7 @@ BUDGET: dict[str, int] = {
     "test_fuzz_plugin": 150,
     "test_fuzz_bundle": 150,
     "test_fuzz_inventory_file": 100,  # Ansible's inventory manager: about 25 ms an example
+    "test_fuzz_placement_file": 150,  # two placement.json, every form fitted: about 60 ms an example
     # the GESSCALE_* environment
     "test_fuzz_kafka_security_env": 300,
     "test_fuzz_mqtt_security_env": 200,
@@ -60,6 +61,8 @@ BUDGET: dict[str, int] = {
     "test_fuzz_k3s_token": 100,
     "test_fuzz_figure_formats": 300,
     # the fog events of a map (a small schema)
+    # the benchmarks' files in memory
+    "test_fuzz_spark_tasks_file": 300,
     "test_fuzz_fog_events": 150,
     "test_fuzz_link_outages": 150,  # valid partitions and flaps: the userspace engine's tables against the schedule
 }

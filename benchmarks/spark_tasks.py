@@ -149,6 +149,8 @@ def main() -> None:
     if args.cmd == "sample":
         if args.every <= 0 or args.stages < 1 or (args.polls is not None and args.polls < 1):
             ap.error("--every must be > 0, --stages and --polls at least 1")
+        if not args.ui.startswith(("http://", "https://")):
+            ap.error(f"--ui must be the driver UI's http:// address, got {args.ui!r}")
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the sampling; what it wrote is kept
             sample(args.ui, args.out, args.every, args.stages, args.polls)
         return

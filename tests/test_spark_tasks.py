@@ -72,3 +72,9 @@ def test_summarise_refuses_bad_input_in_one_line(tmp_path: Path, case: str) -> N
     extra = ["--outlier-factor", "nan"] if case == "factor" else []
     out = run("summarise", path, "--map", str(RHINE6), "--site", "nowhere" if case == "site" else "fog2", *extra)
     assert out.returncode == 2 and "Traceback" not in out.stderr and "summarise:" in out.stderr
+
+
+@pytest.mark.parametrize("args", [["--ui", "127.0.0.1:15640"], ["--every", "0"], ["--polls", "0"]])
+def test_sample_refuses_what_cannot_be_polled_in_one_line(tmp_path: Path, args: list[str]) -> None:
+    out = run("sample", "--out", str(tmp_path / "t.jsonl"), "--polls", "1", *args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and not (tmp_path / "t.jsonl").exists()

@@ -259,8 +259,11 @@ def combine_rows(docs: list[dict]) -> list[dict]:
 
 
 def site_rtt(lmap: LatencyMap, nodes: tuple[str, ...] | list[str], site: str) -> float:
-    """The largest RTT (ms) from a node of the placement to the site (broker and driver): 0 on the site itself."""
-    return max((lmap.rtt(v, site) if v != site else 0.0) for v in nodes)
+    """The controllers' `model_latency: site` of a placement (`gesscale.site_view`): the largest RTT (ms) from one
+    of its nodes to the site (broker and driver), 0 for one replica as ND_max."""
+    from gesscale.site_view import SiteView
+
+    return SiteView(lmap, site).nd_max(nodes)
 
 
 def with_site_rtts(rows: list[dict], lmap: LatencyMap, site: str) -> None:
@@ -286,8 +289,8 @@ def print_model_report(rows: list[dict], variable: str = "nd_max_ms") -> None:
     choosing among them on the others alone), predicted, compared with its mean measured MST.
 
     `variable` is the latency the forms take: `nd_max_ms` (the model's), or `site_rtt_ms`, the farthest RTT from
-    a replica to the site (broker and driver), which the forms fit the same way in its place (an analysis only:
-    the controllers' model and placement take ND_max)."""
+    a replica to the site (broker and driver), which the forms fit the same way in its place (the controllers'
+    `model_latency: site`, `gesscale.site_view`)."""
     from gesscale.model import AUTO, FORMS, Measurement, PerformanceModel
 
     points = [Measurement(r["n"], r[variable], m) for r in rows for m in r["mst"] if m > 0]

@@ -48,6 +48,10 @@ class Backend(ABC):
     # the target).
     moves_add_first: bool = False
 
+    # The node of the input broker and the job's driver, where it is known (the testbed's WAN site, a scenario's
+    # cluster.site): what the controller's `model_latency: site` measures the placements' latency from.
+    site: str | None = None
+
     @abstractmethod
     def observe(self) -> Observation:
         """Measure the next control period (blocks until it has passed); `ObservationUnavailable` if nothing was."""

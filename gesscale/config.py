@@ -13,6 +13,7 @@ from typing import Any
 
 from gesscale.errors import UserError
 from gesscale.model import FORM_CHOICES
+from gesscale.site_view import MODEL_LATENCIES
 
 # Where the controller runs; a default may differ per environment (declared with `env=` below).
 #   sim: `gesscale simulate` / `compare` (the scenario file's value, else the default)
@@ -95,6 +96,13 @@ class ControllerConfig:
         "smallest leave-one-out error once 5 configurations are measured, the paper's before.", kind="choice",
         choices=FORM_CHOICES, env={"testbed": "auto", "demo": "auto", "k8s": "auto"},
     )
+    model_latency: str = _opt(
+        "nd_max", "The latency the performance model takes and latency-aware placement minimises "
+        "(docs/calibration.md): nd_max: the largest RTT among the replicas' nodes (the paper's); site: the largest "
+        "RTT from a replica to the site, the node of the input broker and the job's driver (the testbed's WAN site, "
+        "a scenario's cluster.site), which the live task times follow.", kind="choice",
+        choices=MODEL_LATENCIES, where=("sim", "testbed", "demo"),
+    )
 
     def __post_init__(self) -> None:
         if self.control_period_s <= 0:
@@ -107,6 +115,8 @@ class ControllerConfig:
             raise UserError("need 0 <= cpu_low < cpu_high <= 1")
         if self.model_form not in FORM_CHOICES:
             raise UserError(f"model_form must be one of {', '.join(FORM_CHOICES)}, got {self.model_form!r}")
+        if self.model_latency not in MODEL_LATENCIES:
+            raise UserError(f"model_latency must be one of {', '.join(MODEL_LATENCIES)}, got {self.model_latency!r}")
         if self.latency_source not in LATENCY_SOURCES:
             raise UserError(f"latency_source must be one of {', '.join(LATENCY_SOURCES)}, got {self.latency_source!r}")
 

@@ -49,17 +49,20 @@ import json
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gesscale import placement
 from gesscale.backend import Backend
 from gesscale.config import ControllerConfig
+from gesscale.errors import UserError
 from gesscale.latency_map import LatencyMap
 from gesscale.measured_latency import LatencyChange
+from gesscale.model import PerformanceModel
 from gesscale.observation import Decision, NodeState, Observation, Placement, Reconfiguration
 from gesscale.policies.base import Policy, PolicyContext, place
+from gesscale.site_view import placement_view
 from gesscale.state_file import state_for
 
 
@@ -100,8 +103,17 @@ class ControlLoop:
         self.network_log = network_log
         self.network_unconfirmed = network_unconfirmed
         self.current_map = latency_map  # the map in force at the last period
-        self.graph = latency_map.placement_graph()
         self.config = config
+        # What placement reasons on and the model's latency is measured with: the map (ND_max) or its site view
+        # (`model_latency: site`, from the backend's site: the farthest replica's RTT to it)
+        self.site = backend.site if config.model_latency == "site" else None
+        self.graph = placement_view(latency_map, config.model_latency, self.site)
+        model = getattr(policy, "model", None)
+        if isinstance(model, PerformanceModel):
+            try:
+                model.use_latency(config.model_latency)
+            except ValueError as err:
+                raise UserError(str(err)) from None
         self.rng = random.Random(config.seed)
         self.oracle_demand = oracle_demand
         # When the input ends, on the observations' clock: the simulator knows it; None on a live backend, whose
@@ -185,6 +197,9 @@ class ControlLoop:
         """Monitor, analyse, plan and execute one period."""
         obs = self.backend.observe()
         ctx = self.context(obs.time_s, obs)
+        if self.site is not None:  # the period's point for the model, in the model's latency
+            obs = replace(obs, nd_max_ms=placement.nd_max(self.graph, obs.replicas),
+                          extra={**obs.extra, "placement_nd_max_ms": obs.nd_max_ms})
         if obs.lost:
             decision = self._replace(obs, ctx)
         elif (held := self._held(obs)) is not None:
@@ -205,7 +220,7 @@ class ControlLoop:
         applied = False
         if decision.add or decision.remove:
             nodes = tuple(n for n in obs.replicas if n not in decision.remove) + decision.add
-            target = Placement(nodes, self.current_map.nd_max(nodes))
+            target = Placement(nodes, placement.nd_max(self.graph, nodes))
             move = bool(decision.add and decision.remove)
             reconf = Reconfiguration(
                 time_s=obs.time_s,
@@ -221,8 +236,8 @@ class ControlLoop:
                 pause = 0.0
                 if move and not self.backend.moves_add_first:  # add first, then remove: capacity never drops
                     grown = obs.replicas + decision.add
-                    self._save(pending=Placement(grown, self.current_map.nd_max(grown)), pending_time_s=obs.time_s)
-                    pause += self.backend.apply(Placement(grown, self.current_map.nd_max(grown)),
+                    self._save(pending=Placement(grown, placement.nd_max(self.graph, grown)), pending_time_s=obs.time_s)
+                    pause += self.backend.apply(Placement(grown, placement.nd_max(self.graph, grown)),
                                                 instant=self.policy.instant)
                 self._save(pending=target, pending_time_s=obs.time_s)
                 pause += self.backend.apply(target, instant=self.policy.instant)
@@ -309,7 +324,7 @@ class ControlLoop:
         lmap = self.network(now_s)
         if lmap is not self.current_map:
             self.current_map = lmap
-            self.graph = lmap.placement_graph()
+            self.graph = placement_view(lmap, self.config.model_latency, self.site)
 
     def run(self, max_steps: int | None = None, until: Callable[[], bool] | None = None) -> list[StepRecord]:
         """Step until the backend has finished, `until()` is true (asked after each period) or `max_steps`."""

@@ -44,6 +44,9 @@ BETA_BOUNDS = (1e-3, 1.5)
 HARMONIC_UNIT = 1e-6  # the per-batch form's gamma is in microseconds of time per record per ms of ND_max
 PAPER = "paper"
 AUTO = "auto"
+# What a model's `nd_max_ms` stands for (its `latency`, the controller's `model_latency`): ND_max, or the farthest
+# replica's RTT to the site (`gesscale.site_view`); the forms take either the same way.
+MODEL_LATENCIES = ("nd_max", "site")
 
 
 @dataclass(frozen=True)
@@ -150,12 +153,19 @@ class PerformanceModel:
         long run does not weigh one configuration above all others.
     form:
         A name of `FORMS`, or `auto`: the form with the smallest leave-one-out error once the data can tell.
+    latency:
+        What the measurements' `nd_max_ms` stand for (`MODEL_LATENCIES`): `nd_max`, or `site` (the farthest
+        replica's RTT to the site). A label: the fit is the same; a controller refuses a model in another latency.
     """
 
-    def __init__(self, identify_tol_ms: float = 1.0, max_measurements: int = 200, form: str = PAPER) -> None:
+    def __init__(self, identify_tol_ms: float = 1.0, max_measurements: int = 200, form: str = PAPER,
+                 latency: str = "nd_max") -> None:
         self.identify_tol_ms = identify_tol_ms
         self.max_measurements = max_measurements
         self.form = check_form(form)
+        if latency not in MODEL_LATENCIES:
+            raise ValueError(f"unknown model latency {latency!r}; expected one of {', '.join(MODEL_LATENCIES)}")
+        self.latency = latency
         self.measurements_: list[Measurement] = []
         self.form_: str = PAPER
         self.form_reason_: str = "no measurement"
@@ -188,6 +198,19 @@ class PerformanceModel:
         if check_form(form) != self.form:
             self.form = form
             self.fit(self.measurements_)
+        return self
+
+    def use_latency(self, latency: str) -> PerformanceModel:
+        """Take the controller's `model_latency`: set it on a model without measurements; ValueError when the
+        measurements are in another latency (their points would be read as what they are not)."""
+        if latency != self.latency:
+            if self.measurements_ or self.alpha_ is not None:
+                raise ValueError(f"the model's points are in latency {self.latency!r}, the controller's "
+                                 f"model_latency is {latency!r}: calibrate with the same latency, or set "
+                                 f"model_latency {self.latency}")
+            if latency not in MODEL_LATENCIES:
+                raise ValueError(f"unknown model latency {latency!r}; expected one of {', '.join(MODEL_LATENCIES)}")
+            self.latency = latency
         return self
 
     def fit(self, measurements: Iterable[Measurement]) -> PerformanceModel:
@@ -274,7 +297,7 @@ class PerformanceModel:
     def get_params(self) -> dict[str, Any]:
         """Hyper-parameters (scikit-learn convention)."""
         return {"identify_tol_ms": self.identify_tol_ms, "max_measurements": self.max_measurements,
-                "form": self.form}
+                "form": self.form, "latency": self.latency}
 
     def fitted_params(self) -> dict[str, Any]:
         """The chosen form and its fitted values (what a report or a scenario's ground truth needs)."""

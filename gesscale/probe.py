@@ -272,7 +272,8 @@ class Calibration:
 def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str, ...]],
               params: ProbeParams = ProbeParams(),
               progress: Callable[[ProbeResult], None] | None = None,
-              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper") -> Calibration:
+              on_step: Callable[[dict[str, float]], None] | None = None, form: str = "paper",
+              latency: str = "nd_max", site: str | None = None) -> Calibration:
     """Measure every configuration, fit the model in `form` (`auto`: chosen by leave-one-out error, see
     `gesscale.model`), and check its prediction on a held-out configuration.
 
@@ -284,20 +285,28 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     The held-out configuration is the one with the most replicas and, among those, the largest ND_max (the
     extrapolation users care about); the check needs at least four configurations so that three remain to fit
     alpha, beta and the latency term. The held-out fit uses the same `form` on the others.
+
+    `latency` is what the measurements' latency is (`gesscale.model.MODEL_LATENCIES`): ND_max on `lmap`, or
+    `site`, the farthest replica's RTT to `site` (`gesscale.site_view`); the model records it.
     """
+    from gesscale.site_view import SiteView
+
+    seen: Any = SiteView(lmap, site) if latency == "site" and site is not None else lmap
+    if latency == "site" and site is None:
+        raise UserError("a calibration in latency site needs the site (the node of the broker and the driver)")
     results = []
     for cfg in configs:
-        r = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step)
+        r = measure_mst(target, cfg, seen.nd_max(cfg), params, on_step)
         if not r.bounded and params.measure_again:
             # every rate tried held: the MST is only known to be at least r.mst. Measure it again with a top
             # CENSORED_TOP_SCALE times higher, starting from what held, so the model is fitted on a bracketed MST.
-            again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, top_scale=CENSORED_TOP_SCALE,
+            again = measure_mst(target, cfg, seen.nd_max(cfg), params, on_step, top_scale=CENSORED_TOP_SCALE,
                                 sustained=r.mst)
             r = _measured_again(r, again)
         elif params.measure_again and (failed := unconverged_top(r, params)) is not None:
             # the steps ran out with the bracket [MST, failed] still wider than `precision` (a rate failed and
             # the search fell back far below it): search that bracket again rather than keep its bottom
-            again = measure_mst(target, cfg, lmap.nd_max(cfg), params, on_step, sustained=r.mst, top=failed)
+            again = measure_mst(target, cfg, seen.nd_max(cfg), params, on_step, sustained=r.mst, top=failed)
             r = _measured_again(r, again)
         results.append(r)
         if progress:
@@ -310,7 +319,7 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
         key = max(configs_measured, key=lambda c: (c[0], c[1]))
         held = [p for p in points if (p.n, round(p.nd_max_ms, 1)) == key]
         train = [p for p in points if (p.n, round(p.nd_max_ms, 1)) != key]
-        m = PerformanceModel(form=form).fit(train)
+        m = PerformanceModel(form=form, latency=latency).fit(train)
         measured = sum(p.mst for p in held) / len(held)
         predicted = m.predict(held[0].n, held[0].nd_max_ms)
         holdout = {
@@ -321,22 +330,26 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
             "predicted": predicted,
             "error": (predicted - measured) / measured,
         }
-    return Calibration(results, PerformanceModel(form=form).fit(points), holdout)
+    return Calibration(results, PerformanceModel(form=form, latency=latency).fit(points), holdout)
 
 
 class SimProbeTarget:
     """The probe target of the simulator: the scenario's ground truth with per-second capacity noise."""
 
-    def __init__(self, truth: GroundTruth, lmap: LatencyMap, seed: int = 1) -> None:
+    def __init__(self, truth: GroundTruth, lmap: LatencyMap, seed: int = 1, site: str | None = None) -> None:
+        from gesscale.site_view import SiteView
+
         self.truth = truth
         self.lmap = lmap
+        # the truth's latency: ND_max, or the farthest replica's RTT to the site (`operator.latency: site`)
+        self.seen: Any = SiteView(lmap, site) if truth.latency == "site" and site is not None else lmap
         self.rng = np.random.default_rng([seed, 11])
         self.mst = 0.0
         self.backlog = 0.0
 
     def configure(self, nodes: tuple[str, ...]) -> None:
         """Place replicas on `nodes` (the simulator starts them instantly, with an empty backlog)."""
-        self.mst = self.truth.mst(len(nodes), self.lmap.nd_max(nodes))
+        self.mst = self.truth.mst(len(nodes), self.seen.nd_max(nodes))
         self.backlog = 0.0
 
     def upper_bound(self, nodes: tuple[str, ...]) -> float:

@@ -131,6 +131,10 @@ class LiveRunner:
         self.listeners = listeners if listeners is not None else []
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
         if initial_model is not None:
+            if initial_model.latency != config.model_latency:
+                raise UserError(f"the model file's points are in latency {initial_model.latency!r}, the controller's "
+                                f"model_latency is {config.model_latency!r}: give --model-latency "
+                                f"{initial_model.latency}, or calibrate with {config.model_latency}")
             start_from_model(self.policy, initial_model)
         self.state_path = Path(state_path) if state_path is not None else None
         self.reconfig_path = self.state_path.with_name("reconfigurations.jsonl") if self.state_path else None

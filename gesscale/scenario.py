@@ -15,7 +15,7 @@ from typing import Any
 from gesscale.config import MAX_SEED
 from gesscale.errors import UserError, brief
 from gesscale.latency_map import SUSPICIOUS_RTT_MS, TINY_RTT_MS, LatencyMap, latency_map_from_dict, load_latency_map
-from gesscale.model import FORMS
+from gesscale.model import FORMS, MODEL_LATENCIES
 from gesscale.names import check_name
 from gesscale.run_end import AFTER_DRAIN_MAX_PERIODS, AFTER_DRAIN_PERIODS, AfterDrain
 from gesscale.schema import check_keys, number
@@ -109,6 +109,9 @@ class GroundTruth:
     # its replicas were, which an event on a node hits or not); None: the simulator places `initial_replicas` as a
     # scale-up from nothing would.
     initial_nodes: tuple[str, ...] | None = None
+    # What the MST's latency is (`gesscale.model.MODEL_LATENCIES`): ND_max among the replicas (the paper's), or
+    # `site`, the farthest replica's RTT to the scenario's `site` (broker and driver), as the live job's tasks follow.
+    latency: str = "nd_max"
 
     def timing(self, kind: str) -> ReconfigTiming:
         """The timing of a reconfiguration of `kind` (`up`, `down` or `move`)."""
@@ -152,6 +155,9 @@ class Scenario:
     # live loop does not, nor does the simulated twin of a live run.
     input_end_known: bool = True
     warnings: tuple[str, ...] = ()  # legal but suspicious values (see `_suspicious`), for the CLI to print
+    # The node of the input broker and the job's driver (cluster.site): what an operator's `latency: site` and a
+    # controller's `model_latency: site` measure from; None: not given.
+    site: str | None = None
 
     def with_seed(self, seed: int) -> Scenario:
         """The same scenario with another seed."""
@@ -165,9 +171,9 @@ AFTER_DRAIN_KEYS = ("periods", "max_periods")
 # Controller options a scenario may also give at their historical place (top level or under `cluster:`).
 _PLACED = {"control_period_s": None, "warmup_s": None, "seed": None, "min_replicas": "cluster",
            "max_replicas": "cluster"}
-CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas")
+CLUSTER_KEYS = ("latency_map", "min_replicas", "max_replicas", "site")
 OPERATOR_KEYS = ("alpha", "beta", "gamma", "noise", "reconfig_pause_s", "initial_replicas", "form", "delta", "loo",
-                 "reconfig", "cold_start", "cpu", "initial_nodes")
+                 "reconfig", "cold_start", "cpu", "initial_nodes", "latency")
 COLD_START_KEYS = ("seconds", "rate")
 CPU_KEYS = ("share", "exponent", "noise")
 # The shortest control period taken: the loop observes, decides and reconfigures once per period, and the
@@ -227,7 +233,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         else:
             lmap = load_latency_map(_find(str(ref), path or Path(source)))
     elif "nodes" in cluster:
-        lmap = latency_map_from_dict(cluster, f"{where}: cluster", other_keys=("min_replicas", "max_replicas"))
+        lmap = latency_map_from_dict(cluster, f"{where}: cluster", other_keys=("min_replicas", "max_replicas", "site"))
     else:
         raise UserError(f"{where}: cluster needs 'latency_map' (file) or inline 'nodes' and 'rtt_ms'")
 
@@ -251,7 +257,11 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         cold_start=_cold_start(op.get("cold_start"), w_op),
         cpu=_cpu(op.get("cpu"), w_op),
         initial_nodes=_initial_nodes(op, lmap, w_op),
+        latency=_latency(op, w_op),
     )
+    site = _site(cluster, lmap, f"{where}: cluster")
+    if truth.latency == "site" and site is None:
+        raise UserError(f"{w_op}: latency site needs cluster.site (the node of the input broker and the driver)")
     workload = data.get("workload")
     if workload is None:
         raise UserError(f"{where}: missing 'workload' (kind: {' | '.join(WORKLOAD_KINDS)})")
@@ -285,6 +295,7 @@ def scenario_from_dict(data: Any, source: str = "<inline>", path: Path | None = 
         policy_options=_policy_options(data.get("policy_options"), where),
         after_drain=_after_drain(data.get("after_drain"), where),
         input_end_known=_flag(data, "input_end_known", True, where),
+        site=site,
     )
     # What happens to the fog (docs/events.md), as `--events FILE`: the truth the simulated fog follows, not the
     # operator's map (a simulated twin carries its live run's events here: gesscale.twin)
@@ -321,6 +332,24 @@ def _form(op: Mapping[str, Any], where: str) -> str:
     if form not in FORMS:
         raise UserError(f"{where}: 'form' must be one of {', '.join(FORMS)}, got {form!r}")
     return str(form)
+
+
+def _latency(op: Mapping[str, Any], where: str) -> str:
+    """operator.latency: what the MST's latency is, nd_max (default) or site."""
+    latency = op.get("latency", "nd_max")
+    if latency not in MODEL_LATENCIES:
+        raise UserError(f"{where}: 'latency' must be one of {', '.join(MODEL_LATENCIES)}, got {brief(latency)}")
+    return str(latency)
+
+
+def _site(cluster: Mapping[str, Any], lmap: LatencyMap, where: str) -> str | None:
+    """cluster.site: a node of the map (the input broker's and the driver's), or None."""
+    site = cluster.get("site")
+    if site is None:
+        return None
+    if not isinstance(site, str) or site not in lmap.nodes:
+        raise UserError(f"{where}: 'site' must be a node of the latency map, got {brief(site)}")
+    return site
 
 
 def _reconfig(op: Mapping[str, Any], where: str, pause_s: float) -> dict[str, ReconfigTiming] | None:

@@ -52,6 +52,8 @@ the live monitor's rounds run while a reconfiguration blocks the loop. Without i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -63,6 +65,7 @@ from gesscale.latency_map import LatencyMap
 from gesscale.measured_latency import MeasuredLatency
 from gesscale.observation import NodeState, Observation, Placement, Reconfiguration
 from gesscale.scenario import Scenario
+from gesscale.site_view import SiteView
 from gesscale.workloads import rate_profile
 
 CPU_NOISE = 0.02
@@ -87,6 +90,8 @@ class SimBackend(Backend):
         self._node_states: list[NodeState] | None = None
         self._change_secs = sorted({int(math.ceil(t)) for t in self.lmap.change_times})
         self._graphs: dict[int, nx.Graph] = {}
+        self.site = scenario.site  # broker and driver (cluster.site): a controller's `model_latency: site` reads it
+        self._truth_views: dict[int, Any] = {}
         self.network = self.lmap.at(0)  # the map in force now
         self.graph = self._graph_of(self.network)
         self._next_change = self._change_after(0)
@@ -141,11 +146,12 @@ class SimBackend(Backend):
         if not self._events:
             self._serving = nodes
             self._nd = placement.nd_max(self.graph, nodes)
-            self._mst = self.truth.mst(len(nodes), self._nd)
+            self._mst = self.truth.mst(len(nodes), self._truth_latency(self.network, nodes))
             return
         self._serving, _ = serving_set(nodes, self._down)
         self._nd = placement.nd_max(self.graph, self._serving)
-        self._mst = self.truth.mst(len(self._serving), self._nd) if self._serving else 0.0
+        self._mst = (self.truth.mst(len(self._serving), self._truth_latency(self.network, self._serving))
+                     if self._serving else 0.0)
         self._node_states = None  # who is reachable depends on the serving replicas
 
     def _event_after(self, t: int) -> float:
@@ -189,6 +195,20 @@ class SimBackend(Backend):
             self._graphs[key] = lmap.placement_graph()
         return self._graphs[key]
 
+    def _truth_view(self, lmap: LatencyMap) -> Any:
+        """What the operator's true MST takes its latency from on one map in force: the placement graph (ND_max)
+        or, with `operator.latency: site`, the map's site view (built once per map of the schedule)."""
+        if self.truth.latency != "site":
+            return self._graph_of(lmap)
+        key = lmap.applied
+        if key not in self._truth_views:
+            self._truth_views[key] = SiteView(lmap, str(self.site))
+        return self._truth_views[key]
+
+    def _truth_latency(self, lmap: LatencyMap, nodes: Sequence[str]) -> float:
+        """The latency the true MST of `nodes` takes on `lmap` (ND_max, or the farthest one's RTT to the site)."""
+        return placement.nd_max(self._truth_view(lmap), nodes)
+
     def _change_after(self, t: int) -> float:
         """The first second after `t` at which the map changes (inf when it no longer does)."""
         later = [c for c in self._change_secs if c > t]
@@ -201,8 +221,8 @@ class SimBackend(Backend):
         self._next_change = self._change_after(t)
         self._set_nodes(self._nodes)
         if self.serve_left > 0:
-            self._serving_mst = self.truth.mst(len(self._serving_nodes), placement.nd_max(self.graph,
-                                                                                         self._serving_nodes))
+            self._serving_mst = self.truth.mst(len(self._serving_nodes),
+                                               self._truth_latency(self.network, self._serving_nodes))
 
     # -- Backend interface ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeState]:
@@ -428,7 +448,7 @@ class SimBackend(Backend):
 
     def best_mst_by_n(self, t: int = 0) -> list[float]:
         """True MST (no noise) of the best latency-aware placement of each size 0..max_replicas at second `t`."""
-        graph = self._graph_of(self.lmap.at(t))
+        graph = self._truth_view(self.lmap.at(t))
         nds = placement.best_nd_max_by_size(graph, self.lmap.names, self.scenario.max_replicas)
         return [self.truth.mst(k, nds[k]) for k in range(len(nds))]
 

@@ -328,9 +328,11 @@ def run_network(report: Mapping[str, Any]) -> dict[str, Any]:
     network = report.get("network") or {}
     entries = list((network.get("events") or {}).get("entries") or [])
     t0, base = network.get("t0_unix"), network.get("testbed_t0_unix")
-    source = ((report.get("options") or {}).get("controller") or {}).get("latency_source") or "map"
+    controller = (report.get("options") or {}).get("controller") or {}
+    source = controller.get("latency_source") or "map"
+    site = network.get("site") if isinstance(network.get("site"), str) else None
     return {"events": entries, "events_t0_s": float(t0) - float(base) if t0 is not None and base is not None else 0.0,
-            "latency_source": source}
+            "latency_source": source, "model_latency": str(controller.get("model_latency") or "nd_max"), "site": site}
 
 
 def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[Mapping[str, Any]],
@@ -338,7 +340,8 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
                warmup_s: float | None, fallback_period_s: float,
                arrivals: Mapping[str, Any] | None = None, *, events: Sequence[Mapping[str, Any]] = (),
                events_t0_s: float = 0.0, latency_source: str = "map",
-               min_replicas: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+               min_replicas: int = 1, model_latency: str = "nd_max",
+               site: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The twin's scenario (a dict for `scenario_from_dict`) and what it was built from (`measured`): the
     achieved period (`fallback_period_s`, the configured one, with fewer than two observations), each change's
     measured timing and their medians per direction, the input per second, the MST fit. `latency_map` is the
@@ -347,7 +350,11 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
     second; without, the end offsets at the observations, spread evenly between them. `events` are the run's
     events (`gesscale.latency_map.event_entries`) on the run's clock, whose t = 0 is `events_t0_s` on the
     periods' clock (the demo: the day's start); `latency_source` is what the run's controller saw of the
-    network (`map`, `measured`, `both`); `min_replicas` and `max_replicas` its bounds."""
+    network (`map`, `measured`, `both`); `min_replicas` and `max_replicas` its bounds. A run whose controller
+    took `model_latency: site` (its model's points in the farthest replica's RTT to `site`, the run's broker and
+    driver) gets a twin whose operator's MST takes that latency (`operator.latency`, `cluster.site`) and whose
+    controller takes it too."""
+    by_site = model_latency == "site" and site is not None
     changes = measured_changes(periods, reconfigurations)
     period = achieved_period(periods, changes) or fallback_period_s
     timing = timing_by_kind(changes)
@@ -381,20 +388,22 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
                 "reconfig_pause_s": float(statistics.mean(pauses)) if pauses else 0.0,
                 "initial_replicas": len(first_nodes) or max(min_replicas, min(first_n or 1, max_replicas)),
                 **({"initial_nodes": first_nodes} if first_nodes else {}),
-                **({"reconfig": timing} if timing else {})}
+                **({"reconfig": timing} if timing else {}), **({"latency": "site"} if by_site else {})}
+    controller = {**({"latency_source": latency_source} if latency_source != "map" else {}),
+                  **({"model_latency": "site"} if by_site else {})}
     scenario = {
         "name": TWIN_NAME,
         "control_period_s": max(1.0, round(period, 3)),
         **({"warmup_s": warmup_s} if warmup_s is not None else {}),
         "cluster": {"latency_map": latency_map if isinstance(latency_map, str) else dict(latency_map),
-                    "min_replicas": min_replicas, "max_replicas": max_replicas},
+                    "min_replicas": min_replicas, "max_replicas": max_replicas, **({"site": site} if by_site else {})},
         "operator": operator,
         "workload": {"kind": "steps", "levels": rates or [0.0], "step_s": 1},
         "after_drain": AfterDrain().to_dict(),  # the demo's end of a run (gesscale.run_end)
         "input_end_known": False,  # the live loop is not told when the input ends
         "seed": 1,
         **({"events": on_twin} if on_twin else {}),
-        **({"controller": {"latency_source": latency_source}} if latency_source != "map" else {}),
+        **({"controller": controller} if controller else {}),
     }
     measured = {"control_period_s": round(period, 3), "periods": len(periods),
                 "changes": [c.to_dict() for c in changes], "by_kind": timing,
@@ -403,7 +412,7 @@ def build_twin(periods: Sequence[Mapping[str, Any]], reconfigurations: Sequence[
                 "zero_s": round(zero, 3),  # the twin's t = 0 on the periods' clock
                 **({"events": {"run_t0_s": round(float(events_t0_s), 3), "shift_s": round(shift, 3),
                                "given": len(events), "carried": len(on_twin)}} if events else {}),
-                "latency_source": latency_source,
+                "latency_source": latency_source, "model_latency": "site" if by_site else "nd_max",
                 "mst_points": len((model or {}).get("measurements") or []),
                 "capacity_shown": round(shown_capacity(periods, changes), 3),
                 "mst_fit_used": bool(model and model.get("fitted")

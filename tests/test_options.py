@@ -67,11 +67,12 @@ def test_the_flag_names_are_the_same_in_every_command() -> None:
     for env, flags in names.items():
         for name, flag in flags.items():
             assert flag == "--" + name.removesuffix("_s").replace("_", "-"), (env, name)
-    # recommend_only: live only; latency_source: the simulator and the local testbed (run, demo), not k8s run
-    # (the measurement from the nodes of a cluster is not built)
+    # recommend_only: live only; latency_source, model_latency: the simulator and the local testbed (run, demo), not
+    # k8s run (the measurement from the nodes of a cluster is not built; a cluster has no site known to it)
     assert names["sim"].keys() < names["testbed"].keys() == names["demo"].keys()
-    assert names["testbed"].keys() - {"latency_source"} == names["k8s"].keys()
+    assert names["testbed"].keys() - {"latency_source", "model_latency"} == names["k8s"].keys()
     assert "latency_source" not in names["k8s"] and "latency_source" in names["sim"]
+    assert "model_latency" not in names["k8s"] and "model_latency" in names["sim"]
 
 
 def test_defaults_that_differ_per_environment_are_declared() -> None:

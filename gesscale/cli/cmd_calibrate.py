@@ -110,6 +110,11 @@ def register(app: typer.Typer) -> None:
                                        "form with the smallest leave-one-out error once 5 configurations are "
                                        "measured, the paper's before), per-replica, proportional or per-batch "
                                        "(docs/calibration.md)."),
+        model_latency: str = typer.Option("nd_max", "--model-latency", help="What the points' latency is: nd_max "
+                                          "(the largest RTT among the replicas, the paper's) or site (the largest "
+                                          "RTT from a replica to the site of broker and driver: local, the WAN's "
+                                          "site; sim, the scenario's cluster.site). A controller takes the model "
+                                          "with the same --model-latency (docs/calibration.md)."),
     ) -> None:
         """Measure the MST of each configuration (StreamBed-style dichotomous search), fit the model (its form by
         --model-form), and report each measurement with its spread, each form's leave-one-out error and the
@@ -128,6 +133,10 @@ def register(app: typer.Typer) -> None:
 
         if model_form not in FORM_CHOICES:
             raise UserError(f"--model-form must be one of {', '.join(FORM_CHOICES)}, got {model_form!r}")
+        from gesscale.model import MODEL_LATENCIES
+
+        if model_latency not in MODEL_LATENCIES:
+            raise UserError(f"--model-latency must be one of {', '.join(MODEL_LATENCIES)}, got {model_latency!r}")
         if backend not in BACKENDS:
             raise UserError(f"backend {backend!r} is not available for calibrate; use sim or local "
                             "(k8s: not yet, see docs/calibration.md)")
@@ -147,8 +156,11 @@ def register(app: typer.Typer) -> None:
             sc = load_scenario(scenario)
             configs = configurations(sc.latency_map, _ints(replicas), kinds)
             title = f"Capacity probe on {sc.name} (sim)"
-            cal = calibrate(SimProbeTarget(sc.truth, sc.latency_map, seed), sc.latency_map, configs, params,
-                            progress=lambda r: console.print(_measured(r)), form=model_form)
+            if model_latency == "site" and sc.site is None:
+                raise UserError(f"--model-latency site: the scenario {sc.source} has no cluster.site")
+            cal = calibrate(SimProbeTarget(sc.truth, sc.latency_map, seed, site=sc.site), sc.latency_map, configs,
+                            params, progress=lambda r: console.print(_measured(r)), form=model_form,
+                            latency=model_latency, site=sc.site)
             timings: dict[str, float] = {}
         else:
             from gesscale.latency_map import load_latency_map
@@ -172,7 +184,8 @@ def register(app: typer.Typer) -> None:
                               f"{s['growth']:+.0f} -> {'sustained' if s['ok'] else 'not sustained'}")
 
             cal, timings = calibrate_local(opts, lmap, configs, params, progress=lambda r: console.print(_measured(r)),
-                                           say=console.print, on_step=on_step, form=model_form)
+                                           say=console.print, on_step=on_step, form=model_form,
+                                           latency=model_latency)
         _report(console, title, cal)
         doc = cal.to_dict()
         doc["backend"] = backend

@@ -55,6 +55,7 @@ class GesscalePolicy(Policy):
     def decide(self, obs: Observation, ctx: PolicyContext) -> Decision:
         """One MAPE decision (see the module docstring)."""
         self.model.use_form(ctx.config.model_form)  # the controller's `model_form` (auto: chosen by the data)
+        self.model.use_latency(ctx.config.model_latency)  # checked when the loop started (`ControlLoop`)
         n = obs.n
         if ctx.in_warmup:
             return Decision(n, "warm-up")

@@ -214,6 +214,7 @@ class GesscalePlusPolicy(Policy):
         """One decision (see the module docstring)."""
         n = obs.n
         self.model.use_form(ctx.config.model_form)  # the controller's `model_form`
+        self.model.use_latency(ctx.config.model_latency)  # checked when the loop started (`ControlLoop`)
         self._learn(obs, ctx)
         if ctx.in_warmup:
             self.surplus_since = {}

@@ -143,6 +143,7 @@ class LocalBackend(Backend):
         self.settle_timeout_s = settle_timeout_s
         self.warm = warm
         self.wan = wan  # gesscale.testbed.wan.TestbedWan: its health is checked every period
+        self.site = wan.site if wan is not None else None  # broker and driver: `model_latency: site` measures from it
         # t = 0 of the latency map's `changes:` and the run's fog events (`--events`) on this run; `schedule` False:
         # a helper backend (the demo's capacity probe) that must not start the run's clock
         self.started_s = time.time()

@@ -66,8 +66,9 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
                     params: ProbeParams, progress: Callable[[ProbeResult], None] | None = None,
                     say: Callable[[str], None] = print,
                     on_step: Callable[[dict[str, float]], None] | None = None,
-                    form: str = "paper") -> tuple[Calibration, dict[str, float]]:
-    """Measure `configs` on a fresh local testbed and fit the model in `form`; returns the calibration and
+                    form: str = "paper", latency: str = "nd_max") -> tuple[Calibration, dict[str, float]]:
+    """Measure `configs` on a fresh local testbed and fit the model in `form`, its points in `latency` (`site`:
+    the farthest replica's RTT to the testbed's site, which needs the WAN emulated); returns the calibration and
     timings (s).
 
     The testbed (broker, master, workers, job, cgroups) is torn down before returning, whatever happens.
@@ -80,6 +81,8 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
     from gesscale.testbed.wan import WanSettings
 
     opts.validate()
+    if latency == "site" and not opts.wan:
+        raise UserError("a calibration in latency site needs the WAN emulated (its site): drop --no-wan")
     if not configs:
         raise UserError("no configuration to measure")
     t_start = time.monotonic()
@@ -113,7 +116,8 @@ def calibrate_local(opts: LocalCalibrationOptions, lmap: LatencyMap, configs: Se
             timings["job_warmup_s"] = time.monotonic() - t_warm
             say(f"  warm-up done: {sent} records in {timings['job_warmup_s']:.0f} s")
         t_probe = time.monotonic()
-        cal = calibrate(target, lmap, configs, params, progress=progress, on_step=on_step, form=form)
+        cal = calibrate(target, lmap, configs, params, progress=progress, on_step=on_step, form=form,
+                        latency=latency, site=tb.wan.site if tb.wan is not None else None)
         timings["probe_s"] = time.monotonic() - t_probe
         cal.results.sort(key=lambda r: given.index(tuple(r.nodes)))
     finally:

@@ -362,7 +362,8 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> dict[str,
     report = _finish(opts, acc, reconfigs, model, steps, lmap, produced_summary, backlog_left, timings, t_start,
                      latency, period_latency, seed=config.seed, arrivals=arrivals,
                      twin_network={"events": entries, "events_t0_s": events_t0_s,
-                                   "latency_source": config.latency_source,
+                                   "latency_source": config.latency_source, "model_latency": config.model_latency,
+                                   "site": tb.wan.site if tb.wan is not None else None,
                                    "min_replicas": min(config.min_replicas, opts.nodes),
                                    "max_replicas": min(config.max_replicas, opts.nodes)})
     report["load"] = load

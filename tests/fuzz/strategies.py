@@ -138,12 +138,17 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         base["operator"]["delta"] = 0.004
     if draw(st.booleans()):  # what the controller sees of the network (a choice: hostile values seldom hit one)
         base["controller"] = {"latency_source": draw(st.sampled_from(LATENCY_SOURCES))}
+    if draw(st.booleans()):  # the latency from the site (gesscale/site_view.py): operator and controller
+        base["cluster"]["site"] = "a"
+        base["operator"]["latency"] = "site"
+        base.setdefault("controller", {})["model_latency"] = "site"
     if draw(st.booleans()):  # a twin of a live run with events (gesscale/twin.py): the run's events, first nodes
         base["events"] = [{"t_s": 60, "event": "crash", "node": "a", "duration_s": 120}]
         base["operator"]["initial_nodes"] = ["a"]
     return draw(mutated(base, [*_CONTROLLER, *_POLICY_OPTIONS, *workload_keys, *_RECONFIG, *_TWIN,
                                ("events",), ("operator", "initial_nodes"), ("operator", "form"),
-                               ("operator", "gamma"), ("operator", "delta")]))
+                               ("operator", "gamma"), ("operator", "delta"), ("cluster", "site"),
+                               ("operator", "latency")]))
 
 
 LINK_KEYS = ("jitter_ms", "loss_pct", "bandwidth_mbit")

@@ -495,6 +495,9 @@ def _checked(sc: Scenario, where: str) -> Scenario:
                          seed=sc.seed, **sc.controller)
     except UserError as err:
         raise UserError(f"{where}: {err}") from None
+    if sc.controller.get("model_latency") == "site" and sc.site is None:
+        raise UserError(f"{where}: model_latency site needs cluster.site (the node of the input broker and the "
+                        "driver) in the scenario")
     if sc.controller.get("latency_source", "map") != "map":
         from gesscale.measured_latency import check_source
 

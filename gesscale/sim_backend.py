@@ -195,7 +195,7 @@ class SimBackend(Backend):
             self._graphs[key] = lmap.placement_graph()
         return self._graphs[key]
 
-    def _truth_view(self, lmap: LatencyMap) -> Any:
+    def truth_view(self, lmap: LatencyMap) -> Any:
         """What the operator's true MST takes its latency from on one map in force: the placement graph (ND_max)
         or, with `operator.latency: site`, the map's site view (built once per map of the schedule)."""
         if self.truth.latency != "site":
@@ -207,7 +207,7 @@ class SimBackend(Backend):
 
     def _truth_latency(self, lmap: LatencyMap, nodes: Sequence[str]) -> float:
         """The latency the true MST of `nodes` takes on `lmap` (ND_max, or the farthest one's RTT to the site)."""
-        return placement.nd_max(self._truth_view(lmap), nodes)
+        return placement.nd_max(self.truth_view(lmap), nodes)
 
     def _change_after(self, t: int) -> float:
         """The first second after `t` at which the map changes (inf when it no longer does)."""
@@ -448,7 +448,7 @@ class SimBackend(Backend):
 
     def best_mst_by_n(self, t: int = 0) -> list[float]:
         """True MST (no noise) of the best latency-aware placement of each size 0..max_replicas at second `t`."""
-        graph = self._truth_view(self.lmap.at(t))
+        graph = self.truth_view(self.lmap.at(t))
         nds = placement.best_nd_max_by_size(graph, self.lmap.names, self.scenario.max_replicas)
         return [self.truth.mst(k, nds[k]) for k in range(len(nds))]
 

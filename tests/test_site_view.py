@@ -196,3 +196,31 @@ def test_the_twin_of_a_run_in_site_latency_takes_the_site_latency() -> None:
     assert sc.truth.latency == "site" and sc.site == "s"
     plain, _ = build_twin(periods, [], None, doc, 4, None, 10.0)
     assert "latency" not in plain["operator"] and "site" not in plain["cluster"]
+
+
+def test_a_calibration_in_site_latency_labels_its_points_and_its_model() -> None:
+    from gesscale.probe import SimProbeTarget, calibrate
+
+    sc = scenario_from_dict(_star_scenario(latency="site"), "star")
+    configs = [("s",), ("s", "p"), ("s", "r"), ("s", "p", "q"), ("s", "p", "r")]
+    cal = calibrate(SimProbeTarget(sc.truth, sc.latency_map, 1, site="s"), sc.latency_map, configs,
+                    latency="site", site="s")
+    assert [r.nd_max_ms for r in cal.results] == [0.0, 5.0, 30.0, 5.0, 30.0]  # the farthest RTT to the site
+    assert cal.model.latency == "site" and cal.model.to_dict()["params"]["latency"] == "site"
+    # the truth in that latency: s+p+q (ND_max 100) sustains 100 x 3 - 5 x 5 = 275/s
+    assert cal.results[3].mst == pytest.approx(275.0, rel=0.05)
+    with pytest.raises(UserError, match="needs the site"):
+        calibrate(SimProbeTarget(sc.truth, sc.latency_map, 1, site="s"), sc.latency_map, configs, latency="site")
+
+
+def test_a_live_controller_refuses_a_starting_model_in_another_latency() -> None:
+    from gesscale.runner import LiveRunner
+
+    model = PerformanceModel().fit([Measurement(1, 0.0, 100.0), Measurement(2, 30.0, 150.0)])
+    with pytest.raises(UserError, match="model file's points are in latency 'nd_max'"):
+        LiveRunner(StarBackend("s"), "gesscale", STAR, ControllerConfig(model_latency="site"), None,
+                       initial_model=model)
+    site_model = PerformanceModel(latency="site").fit(model.measurements_)
+    ctl = LiveRunner(StarBackend("s"), "gesscale", STAR, ControllerConfig(model_latency="site"), None,
+                         initial_model=site_model)
+    assert ctl.step() is not None

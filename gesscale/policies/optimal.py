@@ -38,7 +38,8 @@ def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) 
     lmap = sc.latency_map
     names = list(lmap.names)
     n_max = max(1, min(sc.max_replicas, len(names)))
-    order = placement.grow(lmap.at(0).placement_graph(), [], names, n_max)
+    # placed, and its latency taken, as the truth takes it (ND_max, or the farthest RTT to the site)
+    order = placement.grow(backend.truth_view(lmap.at(0)), [], names, n_max)
     T = len(backend.rate)
     pause = int(round(sc.truth.reconfig_pause_s))
     delay = int(min(T, max(1, math.ceil(max_delay_s))))
@@ -58,7 +59,7 @@ def problem_for(backend: Any, max_delay_s: float, max_excess: float, bins: int) 
     starts = sorted({0, *(int(math.ceil(t)) for t in lmap.change_times if 0 < math.ceil(t) < H)})
     capacity = np.zeros((n_max + 1, H))
     for s, e in zip(starts, [*starts[1:], H], strict=True):
-        graph = lmap.at(s).placement_graph()
+        graph = backend.truth_view(lmap.at(s))
         for n in range(1, n_max + 1):
             mst = sc.truth.mst(n, placement.nd_max(graph, order[:n]))
             capacity[n, s:e] = mst * noise[s:e]  # the simulator's own product, second by second

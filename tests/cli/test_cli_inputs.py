@@ -71,6 +71,11 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
      "'bins' must be in [2, 100000]"),
     (["calibrate", "--backend", "sim", "--node-cpu", "0.5"],
      "--node-cpu applies to --backend local only; --backend sim would ignore it"),
+    (["calibrate", "--backend", "sim", "--model-latency", "far"], "--model-latency must be one of nd_max, site"),
+    (["calibrate", "--backend", "sim", "--model-latency", "site"],
+     "has no cluster.site"),
+    (["simulate", "-s", "scenarios/pi10-taxi.yaml", "--model-latency", "site"],
+     "model_latency site needs cluster.site"),
 ])
 def test_a_bad_command_line_value_is_one_line(argv: list[str], message: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ files predicts each configuration of the `--predict` files (out of sample: other
 
     .venv/bin/python benchmarks/bench_placement.py [--map inventory/latency/fog9.yaml] [--replicas 2,3]
         [--kinds near,median,far] [--far 2,3] [--node-cpu 0.25] [--no-wan] [--query nearest-landmark]
-        [--model-form auto] [--repeats 2] [--only NODES,...] [--out out/bench-placement]
+        [--model-form auto] [--model-latency nd_max] [--repeats 2] [--only NODES,...] [--out out/bench-placement]
     .venv/bin/python benchmarks/bench_placement.py --analyse out/bench-placement/placement.json [...]
         [--predict other/placement.json ...]
 """
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gesscale import placement  # noqa: E402
 from gesscale.errors import UserError  # noqa: E402
 from gesscale.latency_map import LatencyMap, load_latency_map  # noqa: E402
-from gesscale.model import FORM_CHOICES  # noqa: E402
+from gesscale.model import FORM_CHOICES, MODEL_LATENCIES  # noqa: E402
 from gesscale.probe import ProbeResult  # noqa: E402
 from gesscale.random_placement import median_random_nd_max, median_random_placement  # noqa: E402
 from gesscale.testbed import DEFAULT_MAP  # noqa: E402
@@ -78,6 +78,9 @@ def main() -> None:
     ap.add_argument("--kinds", default="near,median,far", help="placements measured per n: near, median, far")
     ap.add_argument("--seed", type=int, default=1, help="seed of the random placements (median)")
     ap.add_argument("--model-form", default="auto", choices=FORM_CHOICES, help="form of the model fitted")
+    ap.add_argument("--model-latency", default="nd_max", choices=MODEL_LATENCIES,
+                    help="the latency of the run's model: nd_max, or site (the farthest RTT to the site); the "
+                         "report prints every form with both")
     ap.add_argument("--repeats", type=int, default=1, help="measure every configuration this many times (the model "
                     "averages repeats; the ratios use their mean)")
     ap.add_argument("--only", default=None, help="measure only these of the configurations, e.g. fog3+fog1,fog4+fog6 "
@@ -144,6 +147,7 @@ def main() -> None:
           f"broker and driver at {site}" + ("" if opts.wan else " (not emulated: --no-wan)"))
     t0 = time.monotonic()
     cal, timings = calibrate_local(opts, lmap, configs * args.repeats, LIVE_PARAMS, say=print, form=args.model_form,
+                                   latency=args.model_latency,
                                    progress=lambda r: print(f"  {'+'.join(r.nodes)}: MST {r.mst:.0f}/s"))
     by_nodes: dict[tuple[str, ...], list[ProbeResult]] = {}
     for r in cal.results:

@@ -101,3 +101,22 @@ def test_predict_refuses_what_it_cannot_check(tmp_path: Path, case: str) -> None
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert ("needs --analyse" if case == "alone" else "another site") in out.stderr
+
+
+def test_the_recorded_rhine6_runs_give_the_documented_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/calibration.md ("Eight repeats") reads these figures off `--analyse` of the files in
+    benchmarks/results/rhine6: the site latency's per-batch form at 8.0 % median, ND_max's at 11.5 %, far n = 3
+    held out."""
+    runs = ROOT / "benchmarks/results/rhine6"
+    bench_placement.analyse_runs(RHINE6, [runs / f"{r}.json" for r in ("i30b", "i30c", "i41b", "i42")],
+                                 [runs / "i41-n5-n6.json"])
+    nd, site = capsys.readouterr().out.split("model forms with the farthest RTT to the site")
+
+    def line(text: str, start: str) -> str:
+        return next(x for x in text.splitlines() if x.strip().startswith(start))
+
+    assert "80 measurements, none censored" in nd and "80 measurements" in site
+    assert "median |error| 11.5%" in line(nd, "per-batch")
+    assert "median |error| 8.0%" in line(site, "per-batch")
+    assert "auto (per-batch) -8.0%" in line(site, "far n = 3")
+    assert "auto (per-batch) -16.4%" in line(nd, "far n = 3")

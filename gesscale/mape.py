@@ -108,12 +108,6 @@ class ControlLoop:
         # (`model_latency: site`, from the backend's site: the farthest replica's RTT to it)
         self.site = backend.site if config.model_latency == "site" else None
         self.graph = placement_view(latency_map, config.model_latency, self.site)
-        model = getattr(policy, "model", None)
-        if isinstance(model, PerformanceModel):
-            try:
-                model.use_latency(config.model_latency)
-            except ValueError as err:
-                raise UserError(str(err)) from None
         self.rng = random.Random(config.seed)
         self.oracle_demand = oracle_demand
         # When the input ends, on the observations' clock: the simulator knows it; None on a live backend, whose
@@ -130,6 +124,13 @@ class ControlLoop:
         self.resume_note = ""  # what happened to a state of another policy (gesscale.state_file.state_for)
         if self.state_path and self.state_path.exists():
             self._resume()
+        # the model the policy starts from, given or resumed, must be in the loop's latency (its points' labels)
+        model = getattr(policy, "model", None)
+        if isinstance(model, PerformanceModel):
+            try:
+                model.use_latency(config.model_latency)
+            except ValueError as err:
+                raise UserError(str(err)) from None
 
     # -- persistence -----------------------------------------------------------------------------------
     def _save(self, pending: Placement | None = None, pending_time_s: float | None = None) -> None:

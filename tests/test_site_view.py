@@ -224,3 +224,14 @@ def test_a_live_controller_refuses_a_starting_model_in_another_latency() -> None
     ctl = LiveRunner(StarBackend("s"), "gesscale", STAR, ControllerConfig(model_latency="site"), None,
                          initial_model=site_model)
     assert ctl.step() is not None
+
+
+def test_a_resumed_model_in_another_latency_is_refused(tmp_path: Any) -> None:
+    """The check holds for a model the loop resumes from its state, not only one it is given."""
+    state = tmp_path / "controller.json"
+    policy = make_policy("gesscale")
+    policy.model = PerformanceModel().fit([Measurement(1, 0.0, 100.0), Measurement(2, 30.0, 150.0)])
+    ControlLoop(StarBackend("s"), policy, STAR, ControllerConfig(), state_path=state).step()
+    with pytest.raises(UserError, match="model_latency"):
+        ControlLoop(StarBackend("s"), make_policy("gesscale"), STAR, ControllerConfig(model_latency="site"),
+                    state_path=state)

@@ -52,6 +52,7 @@ BUDGET: dict[str, int] = {
     "test_fuzz_plugin": 150,
     "test_fuzz_bundle": 150,
     "test_fuzz_inventory_file": 100,  # Ansible's inventory manager: about 25 ms an example
+    "test_fuzz_model_file": 200,  # a model file, refitted with auto on six points
     "test_fuzz_placement_file": 150,  # two placement.json, every form fitted: about 60 ms an example
     # the GESSCALE_* environment
     "test_fuzz_kafka_security_env": 300,

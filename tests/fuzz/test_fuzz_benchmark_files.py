@@ -61,3 +61,24 @@ def test_fuzz_spark_tasks_file(lines: list, site: str, factor: float) -> None:
         except ValueError:
             return
     assert got["site"] == site and got["left_out"] >= 0
+
+
+MODEL = {"model": {"params": {"identify_tol_ms": 1.0, "max_measurements": 200, "form": "auto", "latency": "site"},
+                   "measurements": [{"n": n, "nd_max_ms": d, "mst": m} for n, d, m in
+                                    ((1, 0.0, 400.0), (2, 1.7, 700.0), (2, 38.1, 480.0), (3, 1.7, 950.0),
+                                     (3, 38.1, 650.0), (4, 31.9, 760.0))]}}
+
+
+@given(mutated(MODEL))
+def test_fuzz_model_file(tmp_path_factory: Any, doc: dict) -> None:
+    """A model file (`gesscale calibrate`'s, read by `--model`), its points' `latency` included, is read or refused
+    with a UserError (one line), and a model read keeps a latency a controller can take."""
+    from gesscale.model import MODEL_LATENCIES
+    from gesscale.model_file import load_model_file
+
+    f = tmp_path_factory.mktemp("m") / "model.json"
+    f.write_text(json.dumps(doc))
+    with capped(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.suppress(UserError):
+            assert load_model_file(f).latency in MODEL_LATENCIES

@@ -291,9 +291,9 @@ def calibrate(target: ProbeTarget, lmap: LatencyMap, configs: Sequence[tuple[str
     """
     from gesscale.site_view import SiteView
 
-    seen: Any = SiteView(lmap, site) if latency == "site" and site is not None else lmap
     if latency == "site" and site is None:
         raise UserError("a calibration in latency site needs the site (the node of the broker and the driver)")
+    seen: Any = SiteView(lmap, site) if latency == "site" else lmap
     results = []
     for cfg in configs:
         r = measure_mst(target, cfg, seen.nd_max(cfg), params, on_step)
